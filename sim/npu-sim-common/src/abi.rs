@@ -1,0 +1,247 @@
+//! C ABI shared by the libraries: error codes, enums and struct layouts from the CANN headers
+//! (see `shared/reference/cann_abi.h`), plus the simulator's own SQE payload and CQE layout
+//! (documented in `docs/simulator.md`).
+use std::ffi::c_void;
+
+// ---- runtime / ACL error codes (rt_error_codes.h, acl_base.h) ----
+pub const ACL_SUCCESS: i32 = 0;
+pub const ACL_ERROR_INVALID_PARAM: i32 = 100000;
+pub const ACL_ERROR_UNINITIALIZE: i32 = 100001;
+pub const ACL_ERROR_REPEAT_INITIALIZE: i32 = 100002;
+pub const ACL_ERROR_REPEAT_FINALIZE: i32 = 100037;
+pub const ACL_ERROR_RT_PARAM_INVALID: i32 = 107000;
+pub const ACL_ERROR_RT_INVALID_DEVICEID: i32 = 107001;
+pub const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107002;
+pub const ACL_ERROR_RT_INVALID_MEMORY_TYPE: i32 = 107016;
+pub const ACL_ERROR_RT_INVALID_HANDLE: i32 = 107017;
+pub const ACL_ERROR_RT_TASK_TIMEOUT: i32 = 107020;
+pub const ACL_ERROR_RT_MEMORY_ALLOCATION: i32 = 207001;
+pub const ACL_ERROR_RT_INTERNAL_ERROR: i32 = 507000;
+pub const ACL_ERROR_RT_AICORE_EXCEPTION: i32 = 507015;
+
+// ---- driver error codes (ascend_hal_error.h) ----
+pub const DRV_ERROR_NONE: i32 = 0;
+pub const DRV_ERROR_INVALID_DEVICE: i32 = 2;
+pub const DRV_ERROR_INVALID_VALUE: i32 = 3;
+pub const DRV_ERROR_INNER_ERR: i32 = 7;
+pub const DRV_ERROR_WAIT_TIMEOUT: i32 = 16;
+pub const DRV_ERROR_NOT_SUPPORT: i32 = 0xfffe;
+
+// ---- HCCL (hccl_types.h) ----
+pub const HCCL_SUCCESS: i32 = 0;
+pub const HCCL_E_PARA: i32 = 1;
+pub const HCCL_E_PTR: i32 = 2;
+pub const HCCL_E_MEMORY: i32 = 3;
+pub const HCCL_E_INTERNAL: i32 = 4;
+pub const HCCL_E_NOT_SUPPORT: i32 = 5;
+pub const HCCL_E_TIMEOUT: i32 = 9;
+pub const HCCL_E_RUNTIME: i32 = 15;
+
+// ---- halGetDeviceInfo ----
+pub const MODULE_TYPE_SYSTEM: i32 = 0;
+pub const INFO_TYPE_SYS_COUNT: i32 = 13;
+pub const INFO_TYPE_DEV_OSC_FREQUE: i32 = 25;
+
+// ---- rtMemcpyKind_t ----
+pub const RT_MEMCPY_HOST_TO_HOST: u32 = 0;
+pub const RT_MEMCPY_HOST_TO_DEVICE: u32 = 1;
+pub const RT_MEMCPY_DEVICE_TO_HOST: u32 = 2;
+pub const RT_MEMCPY_DEVICE_TO_DEVICE: u32 = 3;
+pub const RT_MEMCPY_HOST_TO_DEVICE_EX: u32 = 6;
+pub const RT_MEMCPY_DEVICE_TO_HOST_EX: u32 = 7;
+pub const RT_MEMCPY_DEFAULT: u32 = 8;
+
+// ---- rtDevBinary_t magics ----
+pub const RT_DEV_BINARY_MAGIC_PLAIN: u32 = 0xabce_ed50;
+pub const RT_DEV_BINARY_MAGIC_PLAIN_AICPU: u32 = 0xabce_ed51;
+pub const RT_DEV_BINARY_MAGIC_PLAIN_AIVEC: u32 = 0xabce_ed52;
+pub const RT_DEV_BINARY_MAGIC_ELF: u32 = 0x4355_4245;
+pub const RT_DEV_BINARY_MAGIC_ELF_AICPU: u32 = 0x4141_5243;
+pub const RT_DEV_BINARY_MAGIC_ELF_AIVEC: u32 = 0x4141_5246;
+pub const RT_DEV_BINARY_MAGIC_ELF_AICUBE: u32 = 0x4149_4343;
+
+/// `rtDevBinary_t`.
+#[repr(C)]
+pub struct RtDevBinary {
+    pub magic: u32,
+    pub version: u32,
+    pub data: *const c_void,
+    pub length: u64,
+}
+
+/// `rtArgsEx_t` (graphengine layout; only `args` and `argsSize` are read, which sit at the
+/// same offsets in both published layouts).
+#[repr(C)]
+pub struct RtArgsEx {
+    pub args: *mut c_void,
+    pub host_input_info_ptr: *mut c_void,
+    pub args_size: u32,
+    pub tiling_addr_offset: u16,
+    pub tiling_data_offset: u16,
+    pub host_input_info_num: u16,
+    pub has_tiling: u8,
+    pub is_no_need_h2d_copy: u8,
+    pub reserved: [u8; 4],
+}
+
+/// `struct halTaskSendInfo`.
+#[repr(C)]
+pub struct HalTaskSendInfo {
+    pub type_: i32,
+    pub ts_id: u32,
+    pub sq_id: u32,
+    pub timeout: i32,
+    pub sqe_addr: *mut u8,
+    pub sqe_num: u32,
+    pub pos: u32,
+    pub res: [u32; 8],
+}
+
+/// `struct halReportRecvInfo`.
+#[repr(C)]
+pub struct HalReportRecvInfo {
+    pub type_: i32,
+    pub ts_id: u32,
+    pub cq_id: u32,
+    pub timeout: i32,
+    pub cqe_addr: *mut u8,
+    pub cqe_num: u32,
+    pub report_cqe_num: u32,
+    pub stream_id: u32,
+    pub task_id: u32,
+    pub res: [u32; 8],
+}
+
+/// SQE types (the 6-bit `type` of `rtStarsSqeHeader_t`).
+pub mod sqe_type {
+    pub const AICORE: u8 = 0;
+    pub const AICPU: u8 = 1;
+    pub const AIV: u8 = 2;
+    pub const EVENT_RECORD: u8 = 4;
+    pub const EVENT_WAIT: u8 = 5;
+    pub const SDMA: u8 = 11;
+    pub const MEMSET: u8 = 12;
+    pub const HCCL: u8 = 13;
+}
+
+pub const SQE_SIZE: usize = 64;
+pub const CQE_SIZE: usize = 32;
+
+/// Byte offsets of the simulator's SQE payload (`commandCustom`, bytes 8..64), per SQE type.
+pub mod sqe_off {
+    // kernels (AICORE, AICPU, AIV)
+    pub const KERNEL_PC: usize = 8; // u64 stub address / function handle
+    pub const KERNEL_NAME: usize = 16; // u64 pointer to the NUL-terminated kernel name
+    pub const KERNEL_ARGS: usize = 24; // u64 host args pointer
+    pub const KERNEL_ARGS_SIZE: usize = 32; // u32
+    // SDMA memcpy
+    pub const COPY_SRC: usize = 8; // u64
+    pub const COPY_DST: usize = 16; // u64
+    pub const COPY_BYTES: usize = 24; // u64
+    pub const COPY_KIND: usize = 32; // u32 rtMemcpyKind_t
+    pub const COPY_FLAGS: usize = 36; // u32, SQE_FLAG_SYNC
+    // memset
+    pub const SET_PTR: usize = 8; // u64
+    pub const SET_BYTES: usize = 16; // u64
+    pub const SET_VALUE: usize = 24; // u32
+    pub const SET_FLAGS: usize = 28; // u32, SQE_FLAG_SYNC
+    // event record / wait
+    pub const EVENT_ID: usize = 8; // u32
+    pub const EVENT_GEN: usize = 16; // u64 record generation
+    // HCCL collective
+    pub const HCCL_EXEC: usize = 8; // u64 `extern "C" fn(ctx: u64) -> i32` run on the device
+    pub const HCCL_CTX: usize = 16; // u64
+    pub const HCCL_BYTES: usize = 24; // u64
+    pub const HCCL_NRANKS: usize = 32; // u32
+    pub const HCCL_OP: usize = 36; // u32
+    pub const HCCL_NAME: usize = 40; // u64 pointer to the NUL-terminated op name
+}
+
+/// `COPY_FLAGS` / `SET_FLAGS` bit: the task was submitted by a synchronous API.
+pub const SQE_FLAG_SYNC: u32 = 1;
+
+/// One 64-byte SQE: `rtStarsSqeHeader_t` then `commandCustom`.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub struct Sqe(pub [u8; SQE_SIZE]);
+
+impl Default for Sqe {
+    fn default() -> Self {
+        Sqe([0; SQE_SIZE])
+    }
+}
+
+impl Sqe {
+    /// An SQE of `ty` with `wrCqe` set (every task reports a CQE).
+    pub fn new(ty: u8, block_dim: u16) -> Sqe {
+        let mut s = Sqe::default();
+        s.0[0] = ty & 0x3f;
+        s.0[1] = 1 << 6;
+        s.0[2..4].copy_from_slice(&block_dim.to_le_bytes());
+        s
+    }
+    pub fn ty(&self) -> u8 {
+        self.0[0] & 0x3f
+    }
+    pub fn block_dim(&self) -> u16 {
+        self.u16_at(2)
+    }
+    pub fn stream_id(&self) -> u16 {
+        self.u16_at(4)
+    }
+    pub fn task_id(&self) -> u16 {
+        self.u16_at(6)
+    }
+    pub fn set_ids(&mut self, stream_id: u16, task_id: u16) {
+        self.0[4..6].copy_from_slice(&stream_id.to_le_bytes());
+        self.0[6..8].copy_from_slice(&task_id.to_le_bytes());
+    }
+    pub fn u16_at(&self, off: usize) -> u16 {
+        u16::from_le_bytes([self.0[off], self.0[off + 1]])
+    }
+    pub fn u32_at(&self, off: usize) -> u32 {
+        let mut b = [0; 4];
+        b.copy_from_slice(&self.0[off..off + 4]);
+        u32::from_le_bytes(b)
+    }
+    pub fn u64_at(&self, off: usize) -> u64 {
+        let mut b = [0; 8];
+        b.copy_from_slice(&self.0[off..off + 8]);
+        u64::from_le_bytes(b)
+    }
+    pub fn set_u32(&mut self, off: usize, v: u32) -> &mut Self {
+        self.0[off..off + 4].copy_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn set_u64(&mut self, off: usize, v: u64) -> &mut Self {
+        self.0[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        self
+    }
+}
+
+/// The simulator's 32-byte CQE (packed, little-endian).
+#[derive(Clone, Copy, Default, Debug)]
+#[repr(C, packed)]
+pub struct Cqe {
+    pub stream_id: u16,
+    pub task_id: u16,
+    pub error_code: u32,
+    pub error_type: u8,
+    pub sqe_type: u8,
+    pub sq_id: u16,
+    pub sq_head: u16,
+    pub flags: u16,
+    /// Device syscnt when the task ended.
+    pub timestamp: u64,
+    /// Device syscnt when the task started.
+    pub start_timestamp: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Cqe>() == CQE_SIZE);
+const _: () = assert!(std::mem::size_of::<HalTaskSendInfo>() == 64);
+const _: () = assert!(std::mem::size_of::<HalReportRecvInfo>() == 72);
+const _: () = assert!(std::mem::size_of::<RtArgsEx>() == 32);
+
+/// CQE `error_type` values.
+pub const CQE_ERROR_TYPE_NONE: u8 = 0;
+pub const CQE_ERROR_TYPE_EXCEPTION: u8 = 1;

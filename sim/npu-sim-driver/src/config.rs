@@ -1,0 +1,84 @@
+//! Device-side settings from the environment (read once per process).
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use npu_sim_common::env;
+
+use crate::clock::Clock;
+
+pub struct Config {
+    /// Devices this host has (`NPU_SIM_DEVICE_COUNT`).
+    pub device_count: u32,
+    /// Tasks a device executes at once, across streams (`NPU_SIM_CORES`).
+    pub cores: u32,
+    /// SQEs an SQ holds before `halSqTaskSend` blocks (`NPU_SIM_SQ_DEPTH`).
+    pub sq_depth: usize,
+    /// Multiplier on every modelled duration (`NPU_SIM_TIME_SCALE`).
+    pub time_scale: f64,
+    /// Per-kernel-name base durations in µs (`NPU_SIM_KERNEL_US=name=us,...`).
+    pub kernel_us: HashMap<String, f64>,
+    /// Kernels whose CQE reports a device fault (`NPU_SIM_FAULT_KERNEL=name[:nth|*],...`).
+    pub fault_kernels: Vec<(String, u64)>,
+    pub clock: Clock,
+}
+
+pub fn get() -> &'static Config {
+    static C: OnceLock<Config> = OnceLock::new();
+    C.get_or_init(|| Config {
+        device_count: env::device_count(),
+        cores: env::parse("NPU_SIM_CORES", 4u32).clamp(1, 64),
+        sq_depth: env::parse("NPU_SIM_SQ_DEPTH", 1024usize).max(1),
+        time_scale: env::parse("NPU_SIM_TIME_SCALE", 1.0f64).max(0.0),
+        kernel_us: env::string("NPU_SIM_KERNEL_US").map(|v| parse_kernel_us(&v)).unwrap_or_default(),
+        fault_kernels: env::string("NPU_SIM_FAULT_KERNEL").map(|v| parse_faults(&v)).unwrap_or_default(),
+        clock: Clock {
+            freq_hz: env::parse("NPU_SIM_DEV_FREQ_HZ", 50_000_000u64).max(1000),
+            offset_ns: env::parse("NPU_SIM_CLOCK_OFFSET_NS", 12_600_000_000_000i64),
+            drift_ppm: env::parse("NPU_SIM_CLOCK_DRIFT_PPM", 35.0f64),
+        },
+    })
+}
+
+fn parse_kernel_us(v: &str) -> HashMap<String, f64> {
+    let mut m = HashMap::new();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match item.split_once('=').map(|(k, us)| (k, us.trim().parse::<f64>())) {
+            Some((k, Ok(us))) if us >= 0.0 => {
+                m.insert(k.trim().to_string(), us);
+            }
+            _ => eprintln!("npu-sim: ignoring malformed NPU_SIM_KERNEL_US entry {item:?}"),
+        }
+    }
+    m
+}
+
+/// `name[:nth]` entries; nth is 1-based, `*` (stored as 0) faults every launch.
+fn parse_faults(v: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, nth) = match item.split_once(':') {
+            None => (item, Some(1)),
+            Some((n, "*")) => (n, Some(0)),
+            Some((n, k)) => (n, k.parse().ok()),
+        };
+        match nth {
+            Some(nth) => out.push((name.to_string(), nth)),
+            None => eprintln!("npu-sim: ignoring malformed NPU_SIM_FAULT_KERNEL entry {item:?}"),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists() {
+        let k = parse_kernel_us("matmul=12.5, bad, relu=3");
+        assert_eq!(k.get("matmul"), Some(&12.5));
+        assert_eq!(k.len(), 2);
+        let f = parse_faults("a,b:3,c:*,d:x");
+        assert_eq!(f, vec![("a".into(), 1), ("b".into(), 3), ("c".into(), 0)]);
+    }
+}

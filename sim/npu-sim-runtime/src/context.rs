@@ -1,0 +1,211 @@
+//! Devices as the runtime sees them: reference counts from rtSetDevice/rtDeviceReset, the
+//! thread's current device, each device's streams, and the report-receiving thread that calls
+//! `halCqReportRecv` and wakes waiters.
+use std::cell::Cell;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use npu_sim_common::abi::{self, CQE_SIZE, Cqe, HalReportRecvInfo};
+
+use crate::event::Event;
+use crate::hal::Hal;
+use crate::stream::Stream;
+
+/// Default stream of every device.
+pub const DEFAULT_STREAM_ID: u16 = 0;
+/// CQEs the report thread takes per `halCqReportRecv`.
+const REPORT_BATCH: usize = 64;
+/// How long one `halCqReportRecv` waits (ms) before the thread checks whether it should stop.
+const REPORT_TIMEOUT_MS: i32 = 500;
+
+#[derive(Default)]
+struct DevState {
+    refs: u32,
+    streams: HashMap<u16, Arc<Stream>>,
+    free_ids: BTreeSet<u16>,
+    next_id: u16,
+    report_wanted: bool,
+    report_running: bool,
+}
+
+struct DevCtx {
+    state: Mutex<DevState>,
+}
+
+fn devices() -> &'static [DevCtx] {
+    static D: OnceLock<Vec<DevCtx>> = OnceLock::new();
+    D.get_or_init(|| {
+        (0..npu_sim_common::env::device_count()).map(|_| DevCtx { state: Mutex::new(DevState::default()) }).collect()
+    })
+}
+
+fn dev_state(dev: u32) -> MutexGuard<'static, DevState> {
+    devices()[dev as usize].state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+thread_local! {
+    static CURRENT: Cell<Option<u32>> = const { Cell::new(None) };
+}
+/// Device set last by any thread: threads that never set one use it (-1: none).
+static PROCESS_DEVICE: AtomicI64 = AtomicI64::new(-1);
+
+pub fn device_count() -> u32 {
+    devices().len() as u32
+}
+
+/// The calling thread's device, or ACL_ERROR_RT_CONTEXT_NULL if none was set.
+pub fn current_device() -> Result<u32, i32> {
+    if let Some(d) = CURRENT.with(Cell::get) {
+        return Ok(d);
+    }
+    u32::try_from(PROCESS_DEVICE.load(Ordering::Relaxed)).map_err(|_| abi::ACL_ERROR_RT_CONTEXT_NULL)
+}
+
+fn check_device(dev: i32) -> Result<u32, i32> {
+    u32::try_from(dev).ok().filter(|d| *d < device_count()).ok_or(abi::ACL_ERROR_RT_INVALID_DEVICEID)
+}
+
+pub fn set_device(dev: i32) -> Result<(), i32> {
+    let dev = check_device(dev)?;
+    let mut st = dev_state(dev);
+    if st.refs == 0 {
+        st.streams.insert(DEFAULT_STREAM_ID, Stream::new(dev, DEFAULT_STREAM_ID));
+        st.next_id = DEFAULT_STREAM_ID + 1;
+        st.report_wanted = true;
+        if !st.report_running {
+            st.report_running = true;
+            std::thread::Builder::new()
+                .name(format!("npu-sim-report{dev}"))
+                .spawn(move || report_loop(dev))
+                .map_err(|_| abi::ACL_ERROR_RT_INTERNAL_ERROR)?;
+        }
+    }
+    st.refs += 1;
+    CURRENT.with(|c| c.set(Some(dev)));
+    PROCESS_DEVICE.store(i64::from(dev), Ordering::Relaxed);
+    Ok(())
+}
+
+/// Drops one reference; the last one drains and destroys the device's streams and stops its
+/// report thread.
+pub fn reset_device(dev: i32) -> Result<(), i32> {
+    let dev = check_device(dev)?;
+    let streams: Vec<Arc<Stream>> = {
+        let mut st = dev_state(dev);
+        if st.refs == 0 {
+            return Ok(());
+        }
+        st.refs -= 1;
+        if st.refs > 0 {
+            return Ok(());
+        }
+        st.streams.values().cloned().collect()
+    };
+    for s in &streams {
+        s.synchronize();
+        crate::handles::forget_stream(s);
+    }
+    let mut st = dev_state(dev);
+    st.streams.clear();
+    st.free_ids.clear();
+    st.report_wanted = false;
+    drop(st);
+    CURRENT.with(|c| {
+        if c.get() == Some(dev) {
+            c.set(None);
+        }
+    });
+    let _ = PROCESS_DEVICE.compare_exchange(i64::from(dev), -1, Ordering::Relaxed, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The default stream of the current device.
+pub fn default_stream() -> Result<Arc<Stream>, i32> {
+    let dev = current_device()?;
+    dev_state(dev).streams.get(&DEFAULT_STREAM_ID).cloned().ok_or(abi::ACL_ERROR_RT_CONTEXT_NULL)
+}
+
+/// A new stream on the current device, with the lowest free id.
+pub fn create_stream() -> Result<Arc<Stream>, i32> {
+    let dev = current_device()?;
+    let mut st = dev_state(dev);
+    if st.refs == 0 {
+        return Err(abi::ACL_ERROR_RT_CONTEXT_NULL);
+    }
+    let id = match st.free_ids.pop_first() {
+        Some(id) => id,
+        None => {
+            let id = st.next_id;
+            st.next_id = st.next_id.checked_add(1).ok_or(abi::ACL_ERROR_RT_MEMORY_ALLOCATION)?;
+            id
+        }
+    };
+    let s = Stream::new(dev, id);
+    st.streams.insert(id, s.clone());
+    Ok(s)
+}
+
+pub fn destroy_stream(s: &Arc<Stream>) {
+    s.synchronize();
+    let mut st = dev_state(s.dev);
+    if st.streams.remove(&s.id).is_some() {
+        st.free_ids.insert(s.id);
+    }
+}
+
+/// All streams of the current device (rtDeviceSynchronize).
+pub fn streams_of_current() -> Result<Vec<Arc<Stream>>, i32> {
+    let dev = current_device()?;
+    Ok(dev_state(dev).streams.values().cloned().collect())
+}
+
+/// The report-receiving thread of `dev`.
+fn report_loop(dev: u32) {
+    let mut buf = vec![0u8; REPORT_BATCH * CQE_SIZE];
+    loop {
+        let mut info = HalReportRecvInfo {
+            type_: 0,
+            ts_id: 0,
+            cq_id: 0,
+            timeout: REPORT_TIMEOUT_MS,
+            cqe_addr: buf.as_mut_ptr(),
+            cqe_num: REPORT_BATCH as u32,
+            report_cqe_num: 0,
+            stream_id: 0,
+            task_id: u32::MAX,
+            res: [0; 8],
+        };
+        // SAFETY: `info` describes a buffer of REPORT_BATCH CQEs.
+        let rc = unsafe { (Hal::get().halCqReportRecv)(dev, &mut info) };
+        if rc == abi::DRV_ERROR_NONE {
+            for i in 0..(info.report_cqe_num as usize).min(REPORT_BATCH) {
+                // SAFETY: the driver wrote report_cqe_num packed CQEs into `buf`.
+                let cqe: Cqe = unsafe { std::ptr::read_unaligned(buf.as_ptr().add(i * CQE_SIZE).cast()) };
+                let sid = cqe.stream_id;
+                let stream = dev_state(dev).streams.get(&sid).cloned();
+                match stream {
+                    Some(s) => s.complete(&cqe),
+                    None => {
+                        eprintln!("npu-sim: CQE for unknown stream {sid} on device {dev}");
+                    }
+                }
+            }
+            continue;
+        }
+        if rc != abi::DRV_ERROR_WAIT_TIMEOUT {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut st = dev_state(dev);
+        if !st.report_wanted {
+            st.report_running = false;
+            return;
+        }
+    }
+}
+
+/// Process-wide event ids.
+pub fn new_event() -> Arc<Event> {
+    static NEXT: AtomicI64 = AtomicI64::new(1);
+    Arc::new(Event::new(NEXT.fetch_add(1, Ordering::Relaxed) as u32))
+}

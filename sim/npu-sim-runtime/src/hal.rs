@@ -1,0 +1,9 @@
+//! The driver functions the runtime calls (through libascend_hal.so's dynamic exports).
+use npu_sim_common::abi::{HalReportRecvInfo, HalTaskSendInfo};
+
+npu_sim_common::import_table! {
+    pub struct Hal from "libascend_hal.so" {
+        fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -> i32;
+        fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInfo) -> i32;
+    }
+}

@@ -1,0 +1,145 @@
+//! Device binaries and the kernels in them. Any blob is accepted; kernel names come from
+//! rtFunctionRegister (stub path), rtBinaryGetFunctionByName (handle path) or the AI CPU
+//! launch itself. Functions are immortal, so the name pointers put in SQEs stay valid.
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use npu_sim_common::abi::{self, sqe_type};
+
+/// A kernel. `rtFuncHandle` points to it; its first field is the kernel name, so a tool can
+/// name a handle by reading `*(const char **)funcHandle`.
+#[repr(C)]
+pub struct Func {
+    pub name: *const c_char,
+    /// What the SQE says the kernel runs on (AI Core, AI CPU, AI Vector).
+    pub sqe_type: u8,
+    /// The device "pc" reported in the SQE: the stub address, or the handle itself.
+    pub pc: u64,
+}
+
+// SAFETY: immutable after creation; `name` points to a leaked, immutable C string.
+unsafe impl Send for Func {}
+unsafe impl Sync for Func {}
+
+struct Binary {
+    magic: u32,
+    /// Functions in registration order; a tiling key indexes this list.
+    funcs: Vec<&'static Func>,
+}
+
+#[derive(Default)]
+struct Registry {
+    binaries: HashMap<usize, Binary>,
+    /// stubFunc address -> function.
+    stubs: HashMap<usize, &'static Func>,
+    /// rtFuncHandle values handed out.
+    handles: HashMap<usize, &'static Func>,
+    /// Kernels named only at launch: AI CPU kernels, unknown tiling keys.
+    by_name: HashMap<(u8, String), &'static Func>,
+}
+
+fn registry() -> MutexGuard<'static, Registry> {
+    static R: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
+    R.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn new_func(name: &str, sqe_type: u8, pc: u64) -> &'static Func {
+    let name = CString::new(name.replace('\0', "")).unwrap_or_default();
+    let f: &'static mut Func = Box::leak(Box::new(Func { name: name.into_raw(), sqe_type, pc }));
+    if f.pc == 0 {
+        f.pc = f as *const Func as u64;
+    }
+    f
+}
+
+const KNOWN_MAGICS: [u32; 7] = [
+    abi::RT_DEV_BINARY_MAGIC_PLAIN,
+    abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU,
+    abi::RT_DEV_BINARY_MAGIC_PLAIN_AIVEC,
+    abi::RT_DEV_BINARY_MAGIC_ELF,
+    abi::RT_DEV_BINARY_MAGIC_ELF_AICPU,
+    abi::RT_DEV_BINARY_MAGIC_ELF_AIVEC,
+    abi::RT_DEV_BINARY_MAGIC_ELF_AICUBE,
+];
+
+fn engine_of(magic: u32) -> u8 {
+    match magic {
+        abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU | abi::RT_DEV_BINARY_MAGIC_ELF_AICPU => sqe_type::AICPU,
+        abi::RT_DEV_BINARY_MAGIC_PLAIN_AIVEC | abi::RT_DEV_BINARY_MAGIC_ELF_AIVEC => sqe_type::AIV,
+        _ => sqe_type::AICORE,
+    }
+}
+
+/// Registers a device binary (its contents are not interpreted); returns its handle.
+pub fn load_binary(magic: u32, data: *const c_void, length: u64) -> Result<*mut c_void, i32> {
+    if data.is_null() || length == 0 || !KNOWN_MAGICS.contains(&magic) {
+        return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+    }
+    // The handle is a distinct heap address; the registry owns what it stands for.
+    let handle = Box::leak(Box::new(0u8)) as *mut u8 as usize;
+    registry().binaries.insert(handle, Binary { magic, funcs: Vec::new() });
+    Ok(handle as *mut c_void)
+}
+
+/// rtFunctionRegister: `stub` (a host symbol of the application) now launches kernel `name`.
+pub fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -> Result<(), i32> {
+    if stub.is_null() || name.is_empty() {
+        return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+    }
+    let mut r = registry();
+    let b = r.binaries.get_mut(&(bin as usize)).ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    let f = new_func(name, engine_of(b.magic), stub as u64);
+    b.funcs.push(f);
+    r.stubs.insert(stub as usize, f);
+    Ok(())
+}
+
+pub fn by_stub(stub: *const c_void) -> Result<&'static Func, i32> {
+    registry().stubs.get(&(stub as usize)).copied().ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
+}
+
+/// rtBinaryGetFunctionByName: the kernel `name` of `bin` (one handle per name and binary).
+pub fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_void, i32> {
+    if name.is_empty() {
+        return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+    }
+    let mut r = registry();
+    let b = r.binaries.get_mut(&(bin as usize)).ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    // SAFETY: every Func name is a valid C string.
+    let existing = b.funcs.iter().find(|f| unsafe { CStr::from_ptr(f.name) }.to_bytes() == name.as_bytes());
+    let f = match existing {
+        Some(f) => *f,
+        None => {
+            let f = new_func(name, engine_of(b.magic), 0);
+            b.funcs.push(f);
+            f
+        }
+    };
+    let h = f as *const Func as usize;
+    r.handles.insert(h, f);
+    Ok(h as *mut c_void)
+}
+
+pub fn by_handle(h: *mut c_void) -> Result<&'static Func, i32> {
+    registry().handles.get(&(h as usize)).copied().ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
+}
+
+/// rtKernelLaunchWithHandle*: tiling key `k` selects the k-th function registered on `bin`;
+/// a key past the end launches a kernel named `tiling_key_<k>`.
+pub fn by_tiling_key(bin: *mut c_void, key: u64) -> Result<&'static Func, i32> {
+    let mut r = registry();
+    let b = r.binaries.get(&(bin as usize)).ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    if let Some(f) = usize::try_from(key).ok().and_then(|k| b.funcs.get(k)) {
+        return Ok(f);
+    }
+    let ty = engine_of(b.magic);
+    let name = format!("tiling_key_{key}");
+    Ok(*r.by_name.entry((ty, name.clone())).or_insert_with(|| new_func(&name, ty, 0)))
+}
+
+/// An AI CPU kernel named at launch.
+pub fn aicpu(name: &str) -> &'static Func {
+    let mut r = registry();
+    *r.by_name.entry((sqe_type::AICPU, name.to_string())).or_insert_with(|| new_func(name, sqe_type::AICPU, 0))
+}
