@@ -1,0 +1,222 @@
+//! The generic ENTER/EXIT pair. One program of each kind serves every catalog function;
+//! `bpf_get_attach_cookie` tells which one fired, `PROBE_SPECS` says what to capture.
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{
+        bpf_get_attach_cookie, bpf_ktime_get_ns, bpf_probe_read_user,
+        generated::bpf_probe_read_user_str,
+    },
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+};
+use tracer_common::{
+    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, Frame, MAX_ARGS, MAX_DEPTH, ProbeSpec,
+    RecordHeader, RecordKind, ThreadState,
+};
+
+use crate::maps::{
+    EVENTS, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
+};
+
+#[uprobe]
+pub fn api_enter(ctx: ProbeContext) -> u32 {
+    on_enter(&ctx);
+    0
+}
+
+#[uretprobe]
+pub fn api_exit(ctx: RetProbeContext) -> u32 {
+    on_exit(&ctx);
+    0
+}
+
+#[inline(always)]
+fn probe_of(ctx: &impl EbpfContext) -> (u16, ProbeSpec) {
+    // SAFETY: the context pointer comes from the kernel for this program invocation.
+    let probe = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u16;
+    let spec = PROBE_SPECS
+        .get(probe as u32)
+        .copied()
+        .unwrap_or(ProbeSpec::NONE);
+    (probe, spec)
+}
+
+/// The thread's call stack, created empty on its first traced call.
+#[inline(always)]
+fn thread_state(tid: u32) -> Option<*mut ThreadState> {
+    if let Some(state) = THREADS.get_ptr_mut(tid) {
+        return Some(state);
+    }
+    if THREADS.insert(tid, ThreadState::default(), 0).is_err() {
+        count_drop(DropKind::ThreadMapFull);
+        return None;
+    }
+    THREADS.get_ptr_mut(tid)
+}
+
+#[inline(always)]
+fn header(
+    kind: RecordKind,
+    probe: u16,
+    depth: u32,
+    tgid: u32,
+    tid: u32,
+    ts_ns: u64,
+) -> RecordHeader {
+    RecordHeader {
+        kind: kind as u8,
+        depth: depth as u8,
+        probe,
+        pid: tgid,
+        tid,
+        _pad: 0,
+        ts_ns,
+    }
+}
+
+#[inline(always)]
+fn on_enter(ctx: &ProbeContext) {
+    let ts_ns = unsafe { bpf_ktime_get_ns() };
+    let (tgid, tid) = current_ids();
+    if !is_traced(tgid) {
+        return;
+    }
+    let (probe, spec) = probe_of(ctx);
+    let Some(state) = thread_state(tid) else {
+        return;
+    };
+    // SAFETY: map value pointer valid for this program run; the map is per-thread.
+    let state = unsafe { &mut *state };
+    let depth = state.depth as usize;
+    if depth >= MAX_DEPTH {
+        count_drop(DropKind::StackOverflow);
+        return;
+    }
+    let parent = state.frames.get(depth).map_or(0, |f| f.correlation_id);
+    let args = read_args(ctx);
+    let correlation_id = next_correlation_id();
+    let Some(frame) = state.frames.get_mut(depth + 1) else {
+        return;
+    };
+    *frame = Frame {
+        correlation_id,
+        out_ptr: arg(&args, spec.out_arg),
+        probe,
+        _pad: [0; 6],
+    };
+    state.depth = depth as u32 + 1;
+
+    let Some(mut entry) = EVENTS.reserve::<ApiEnter>(0) else {
+        count_drop(DropKind::ApiEnter);
+        return;
+    };
+    let rec = entry.as_mut_ptr();
+    // SAFETY: `rec` points at reserved ring-buffer memory of the right size.
+    unsafe {
+        (*rec).header = header(RecordKind::ApiEnter, probe, depth as u32, tgid, tid, ts_ns);
+        (*rec).correlation_id = correlation_id;
+        (*rec).parent_correlation_id = parent;
+        (*rec).args = args;
+        (*rec).text_len = read_text(arg(&args, spec.text_arg), &mut (*rec).text);
+        (*rec)._pad = 0;
+    }
+    entry.submit(0);
+}
+
+/// The integer-register arguments. Constant indices only: the verifier rejects
+/// context reads at computed offsets.
+#[inline(always)]
+fn read_args(ctx: &ProbeContext) -> [u64; MAX_ARGS] {
+    [
+        ctx.arg(0).unwrap_or(0),
+        ctx.arg(1).unwrap_or(0),
+        ctx.arg(2).unwrap_or(0),
+        ctx.arg(3).unwrap_or(0),
+        ctx.arg(4).unwrap_or(0),
+        ctx.arg(5).unwrap_or(0),
+    ]
+}
+
+/// Argument `index`, or 0 when the catalog names none ([`NO_ARG`]).
+#[inline(always)]
+fn arg(args: &[u64; MAX_ARGS], index: u8) -> u64 {
+    args.get(index as usize).copied().unwrap_or(0)
+}
+
+/// Copies the C string at `ptr` into `dst`; returns its length without the NUL.
+#[inline(always)]
+fn read_text(ptr: u64, dst: &mut [u8]) -> u32 {
+    let ptr = ptr as *const u8;
+    if ptr.is_null() {
+        return 0;
+    }
+    // SAFETY: the helper bounds the read by `dst` and faults safely on bad user pointers.
+    let len =
+        unsafe { bpf_probe_read_user_str(dst.as_mut_ptr().cast(), dst.len() as u32, ptr.cast()) };
+    // The helper counts the NUL it copied.
+    (len.clamp(1, dst.len() as i64) - 1) as u32
+}
+
+#[inline(always)]
+fn on_exit(ctx: &RetProbeContext) {
+    let ts_ns = unsafe { bpf_ktime_get_ns() };
+    let (tgid, tid) = current_ids();
+    let Some(state) = THREADS.get_ptr_mut(tid) else {
+        return;
+    };
+    // SAFETY: map value pointer valid for this program run; the map is per-thread.
+    let state = unsafe { &mut *state };
+    let (probe, spec) = probe_of(ctx);
+    let Some(frame) = pop_frame(state, probe) else {
+        return;
+    };
+    let ret = ctx.ret::<u64>();
+    let (out_value, flags) = read_out(frame.out_ptr, spec.out_size);
+
+    let Some(mut entry) = EVENTS.reserve::<ApiExit>(0) else {
+        count_drop(DropKind::ApiExit);
+        return;
+    };
+    entry.write(ApiExit {
+        header: header(RecordKind::ApiExit, probe, state.depth, tgid, tid, ts_ns),
+        correlation_id: frame.correlation_id,
+        ret,
+        out_value,
+        flags,
+        _pad: 0,
+    });
+    entry.submit(0);
+}
+
+/// Pops the frame of `probe`. Frames above it (calls whose return was never seen, e.g.
+/// left by longjmp) are discarded; a return with no matching frame is ignored.
+#[inline(always)]
+fn pop_frame(state: &mut ThreadState, probe: u16) -> Option<Frame> {
+    let top = state.depth as usize;
+    // Fixed indices, innermost first: the verifier follows constant offsets.
+    for depth in (1..=MAX_DEPTH).rev() {
+        if depth > top {
+            continue;
+        }
+        let frame = *state.frames.get(depth)?;
+        if frame.probe == probe {
+            state.depth = depth as u32 - 1;
+            return Some(frame);
+        }
+    }
+    None
+}
+
+/// Reads `size` bytes (1..=8) of the out-parameter the call wrote.
+#[inline(always)]
+fn read_out(ptr: u64, size: u8) -> (u64, u32) {
+    if ptr == 0 || size == 0 {
+        return (0, 0);
+    }
+    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
+    match unsafe { bpf_probe_read_user(ptr as *const u64) } {
+        Ok(v) if size >= 8 => (v, EXIT_OUT_VALID),
+        Ok(v) => (v & ((1u64 << (size as u32 * 8)) - 1), EXIT_OUT_VALID),
+        Err(_) => (0, 0),
+    }
+}

@@ -1,0 +1,24 @@
+//! Kernel side of npu-bpftrace. Thin programs that copy facts out; the agent thinks.
+//!
+//! - [`api`]: the generic uprobe/uretprobe pair attached to every catalog function; the
+//!   attach cookie is the catalog index.
+//! - [`lifecycle`]: thread exit and fork tracepoints that keep per-thread state and the
+//!   target set clean.
+//! - [`maps`]: every BPF map, and small helpers over them.
+#![no_std]
+#![no_main]
+
+mod api;
+mod lifecycle;
+mod maps;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+// GPL-compatible: bpf_probe_read_user and bpf_get_attach_cookie are GPL-only helpers.
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
