@@ -5,14 +5,14 @@
 //! - [`lifecycle`]: thread exit and fork tracepoints that keep per-thread state and the
 //!   target set clean.
 //! - [`maps`]: every BPF map, and small helpers over them.
-#![no_std]
-#![no_main]
+// Built for the host only so `cargo clippy --workspace` checks this code too.
+#![cfg_attr(target_arch = "bpf", no_std, no_main)]
 
 mod api;
 mod lifecycle;
 mod maps;
 
-#[cfg(not(test))]
+#[cfg(target_arch = "bpf")]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
@@ -22,3 +22,8 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
 static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+
+#[cfg(not(target_arch = "bpf"))]
+fn main() {
+    eprintln!("tracer-ebpf holds BPF programs; npu-bpftrace embeds and loads them");
+}

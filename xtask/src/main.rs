@@ -1,1 +1,76 @@
-fn main() {}
+//! Developer tasks: `cargo xtask setup | sim | test`.
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+mod setup;
+mod sim;
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "npu-bpftrace developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install the BPF toolchain (bpf-linker, a Rust that can build for bpfel) and the
+    /// tools the tests use, when missing. Quiet and quick when everything is present.
+    Setup,
+    /// Build the NPU simulator and install a CANN-like tree (default target/npu-sim).
+    Sim {
+        #[arg(long, value_name = "DIR")]
+        dest: Option<PathBuf>,
+    },
+    /// Set up, install the simulator, and run every test of the workspace.
+    Test {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Task::Setup => setup::run(),
+        Task::Sim { dest } => sim::install(&dest.unwrap_or_else(default_sim_dir)),
+        Task::Test { args } => test(&args),
+    }
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn default_sim_dir() -> PathBuf {
+    workspace_root().join("target/npu-sim")
+}
+
+/// The cargo that runs xtask (rustup's), never whichever `cargo` is first on PATH.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+fn test(args: &[String]) -> Result<()> {
+    setup::run()?;
+    let sim_dir = default_sim_dir();
+    sim::install(&sim_dir)?;
+    let status = cargo()
+        .args(["test", "--no-fail-fast"])
+        .args(args)
+        .env("NPU_SIM_HOME", &sim_dir)
+        .status()
+        .context("running cargo test")?;
+    if !status.success() {
+        bail!("tests failed");
+    }
+    Ok(())
+}
