@@ -34,6 +34,7 @@ pub const HCCL_E_PTR: i32 = 2;
 pub const HCCL_E_MEMORY: i32 = 3;
 pub const HCCL_E_INTERNAL: i32 = 4;
 pub const HCCL_E_NOT_SUPPORT: i32 = 5;
+pub const HCCL_E_SYSCALL: i32 = 8;
 pub const HCCL_E_TIMEOUT: i32 = 9;
 pub const HCCL_E_RUNTIME: i32 = 15;
 

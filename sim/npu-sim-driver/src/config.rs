@@ -19,6 +19,8 @@ pub struct Config {
     pub kernel_us: HashMap<String, f64>,
     /// Kernels whose CQE reports a device fault (`NPU_SIM_FAULT_KERNEL=name[:nth|*],...`).
     pub fault_kernels: Vec<(String, u64)>,
+    /// This process's device starts each collective this late (`NPU_SIM_STRAGGLER_MS`).
+    pub straggler_ms: u64,
     pub clock: Clock,
 }
 
@@ -31,6 +33,7 @@ pub fn get() -> &'static Config {
         time_scale: env::parse("NPU_SIM_TIME_SCALE", 1.0f64).max(0.0),
         kernel_us: env::string("NPU_SIM_KERNEL_US").map(|v| parse_kernel_us(&v)).unwrap_or_default(),
         fault_kernels: env::string("NPU_SIM_FAULT_KERNEL").map(|v| parse_faults(&v)).unwrap_or_default(),
+        straggler_ms: env::parse("NPU_SIM_STRAGGLER_MS", 0u64),
         clock: Clock {
             freq_hz: env::parse("NPU_SIM_DEV_FREQ_HZ", 50_000_000u64).max(1000),
             offset_ns: env::parse("NPU_SIM_CLOCK_OFFSET_NS", 12_600_000_000_000i64),

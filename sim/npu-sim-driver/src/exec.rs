@@ -31,6 +31,10 @@ type HcclExec = unsafe extern "C" fn(ctx: u64) -> u32;
 pub fn run(dev: &Device, task: &Task) -> Outcome {
     let cfg = dev.cfg;
     let sqe = &task.sqe;
+    if sqe.ty() == sqe_type::HCCL && cfg.straggler_ms > 0 {
+        // A straggler's device is late to every collective: idle time before the task starts.
+        std::thread::sleep(std::time::Duration::from_millis(cfg.straggler_ms));
+    }
     let start_ns = monotonic_ns();
     let mut status = 0u32;
     let busy_until = match sqe.ty() {

@@ -70,6 +70,15 @@ pub fn set_device(dev: i32) -> Result<(), i32> {
     let dev = check_device(dev)?;
     let mut st = dev_state(dev);
     if st.refs == 0 {
+        // Opening a device: check the driver sees it (and learn its clock, as CANN does).
+        let mut khz = 0i64;
+        // SAFETY: valid out-pointer.
+        let rc = unsafe {
+            (Hal::get().halGetDeviceInfo)(dev, abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_DEV_OSC_FREQUE, &mut khz)
+        };
+        if rc != abi::DRV_ERROR_NONE {
+            return Err(abi::ACL_ERROR_RT_INVALID_DEVICEID);
+        }
         st.streams.insert(DEFAULT_STREAM_ID, Stream::new(dev, DEFAULT_STREAM_ID));
         st.next_id = DEFAULT_STREAM_ID + 1;
         st.report_wanted = true;

@@ -5,5 +5,6 @@ npu_sim_common::import_table! {
     pub struct Hal from "libascend_hal.so" {
         fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -> i32;
         fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInfo) -> i32;
+        fn halGetDeviceInfo(devId: u32, moduleType: i32, infoType: i32, value: *mut i64) -> i32;
     }
 }

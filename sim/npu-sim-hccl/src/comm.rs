@@ -1,0 +1,209 @@
+//! A communicator: the ranks of one HcclRootInfo share a file in /dev/shm through which data
+//! really moves. Layout (all counters are atomics in the shared mapping):
+//!
+//! | offset          | what                                                        |
+//! |-----------------|-------------------------------------------------------------|
+//! | 8               | u32 rank count (set by the first rank to join)              |
+//! | 12              | u32 ranks joined                                            |
+//! | 4096 + 64*r     | u64 barrier epoch reached by rank r                         |
+//! | 8192 + 16*(s*n+d) | u64 bytes produced, u64 bytes consumed on channel s -> d  |
+//! | SLOTS           | n slots of SLOT_BYTES: each rank's staging area             |
+//! | SLOTS + n*SLOT_BYTES | n*n channel buffers of CHAN_BYTES (send/recv)          |
+//!
+//! The file is unlinked once every rank has mapped it.
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use npu_sim_common::abi;
+
+pub const MAX_RANKS: u32 = 64;
+/// Staging bytes per rank per collective step.
+pub const SLOT_BYTES: usize = 4 << 20;
+/// Buffer bytes per point-to-point channel.
+pub const CHAN_BYTES: usize = 1 << 20;
+const EPOCH_OFF: usize = 4096;
+const CHAN_HDR_OFF: usize = 8192;
+const SLOTS_OFF: usize = CHAN_HDR_OFF + (MAX_RANKS * MAX_RANKS) as usize * 16;
+
+/// What identifies a communicator inside `HcclRootInfo` (4108 bytes): a magic, then the name
+/// of the shared-memory file, NUL-terminated.
+pub const ROOT_MAGIC: &[u8; 16] = b"NPU-SIM-HCCL-V1\0";
+pub const ROOT_INFO_BYTES: usize = 4108;
+
+pub struct Comm {
+    pub rank: u32,
+    pub nranks: u32,
+    base: *mut u8,
+    len: usize,
+    /// Last barrier epoch this rank reached; only touched by the one collective running.
+    epoch: AtomicU64,
+    /// Collectives of one communicator run one at a time, in submission order per stream.
+    pub exec_lock: std::sync::Mutex<()>,
+}
+
+// SAFETY: the mapping is shared memory accessed through atomics and byte copies guarded by the
+// barrier protocol; the pointer itself never changes.
+unsafe impl Send for Comm {}
+unsafe impl Sync for Comm {}
+
+fn timeout_from_env(name: &str) -> Duration {
+    Duration::from_secs(npu_sim_common::env::parse(name, 120u64))
+}
+
+/// Waits until `ready()` holds, backing off to short sleeps; `Err(HCCL_E_TIMEOUT)` after `limit`.
+fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> Result<(), i32> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    while !ready() {
+        if spins < 64 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            if start.elapsed() > limit {
+                return Err(abi::HCCL_E_TIMEOUT);
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+    Ok(())
+}
+
+impl Comm {
+    /// Joins the communicator named in `root`, waiting (up to HCCL_CONNECT_TIMEOUT seconds) for
+    /// all `nranks` ranks.
+    pub fn join(root: &[u8], nranks: u32, rank: u32) -> Result<Comm, i32> {
+        if root.len() < ROOT_MAGIC.len() || &root[..ROOT_MAGIC.len()] != ROOT_MAGIC {
+            return Err(abi::HCCL_E_PARA);
+        }
+        let name_bytes = &root[ROOT_MAGIC.len()..];
+        let end = name_bytes.iter().position(|b| *b == 0).ok_or(abi::HCCL_E_PARA)?;
+        let name = CString::new(&name_bytes[..end]).map_err(|_| abi::HCCL_E_PARA)?;
+        let len = SLOTS_OFF + nranks as usize * SLOT_BYTES + (nranks * nranks) as usize * CHAN_BYTES;
+        // SAFETY: plain shm_open/ftruncate/mmap of a file we create or share.
+        let base = unsafe {
+            let fd = libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600);
+            if fd < 0 {
+                return Err(abi::HCCL_E_SYSCALL);
+            }
+            let ok = libc::ftruncate(fd, len as libc::off_t) == 0;
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            libc::close(fd);
+            if !ok || p == libc::MAP_FAILED {
+                return Err(abi::HCCL_E_SYSCALL);
+            }
+            p.cast::<u8>()
+        };
+        let comm = Comm { rank, nranks, base, len, epoch: AtomicU64::new(0), exec_lock: Default::default() };
+        let size = comm.u32_at(8);
+        if let Err(existing) = size.compare_exchange(0, nranks, Ordering::AcqRel, Ordering::Acquire) {
+            if existing != nranks {
+                return Err(abi::HCCL_E_PARA);
+            }
+        }
+        comm.u32_at(12).fetch_add(1, Ordering::AcqRel);
+        let limit = timeout_from_env("HCCL_CONNECT_TIMEOUT");
+        wait_until(limit, || comm.u32_at(12).load(Ordering::Acquire) >= nranks)?;
+        comm.barrier(limit)?;
+        if rank == 0 {
+            // SAFETY: unlinking our own shm name; every rank has it mapped by now.
+            unsafe { libc::shm_unlink(name.as_ptr()) };
+        }
+        Ok(comm)
+    }
+
+    fn u32_at(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: `off` is a 4-aligned offset inside the mapping.
+        unsafe { &*self.base.add(off).cast::<AtomicU32>() }
+    }
+
+    fn u64_at(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `off` is an 8-aligned offset inside the mapping.
+        unsafe { &*self.base.add(off).cast::<AtomicU64>() }
+    }
+
+    /// Every rank reaches this point before any continues.
+    pub fn barrier(&self, limit: Duration) -> Result<(), i32> {
+        let e = self.epoch.fetch_add(1, Ordering::Relaxed) + 1;
+        self.u64_at(EPOCH_OFF + 64 * self.rank as usize).store(e, Ordering::Release);
+        wait_until(limit, || {
+            (0..self.nranks).all(|r| self.u64_at(EPOCH_OFF + 64 * r as usize).load(Ordering::Acquire) >= e)
+        })
+    }
+
+    /// Rank `r`'s staging slot.
+    pub fn slot(&self, r: u32) -> *mut u8 {
+        // SAFETY: r < nranks, so the slot lies inside the mapping.
+        unsafe { self.base.add(SLOTS_OFF + r as usize * SLOT_BYTES) }
+    }
+
+    fn chan(&self, src: u32, dst: u32) -> (&AtomicU64, &AtomicU64, *mut u8) {
+        let i = (src * self.nranks + dst) as usize;
+        let hdr = CHAN_HDR_OFF + 16 * ((src * MAX_RANKS + dst) as usize);
+        let buf_off = SLOTS_OFF + self.nranks as usize * SLOT_BYTES + i * CHAN_BYTES;
+        // SAFETY: inside the mapping.
+        (self.u64_at(hdr), self.u64_at(hdr + 8), unsafe { self.base.add(buf_off) })
+    }
+
+    /// Sends `len` bytes at `data` to `dst` through the channel's ring buffer (returns once
+    /// they are all in the buffer).
+    pub fn send(&self, dst: u32, data: *const u8, len: usize, limit: Duration) -> Result<(), i32> {
+        let (produced, consumed, buf) = self.chan(self.rank, dst);
+        let mut off = 0;
+        while off < len {
+            let p = produced.load(Ordering::Relaxed);
+            wait_until(limit, || p - consumed.load(Ordering::Acquire) < CHAN_BYTES as u64)?;
+            let space = CHAN_BYTES - (p - consumed.load(Ordering::Acquire)) as usize;
+            let n = space.min(len - off);
+            // SAFETY: `data` has `len` readable bytes; ring positions stay inside the buffer.
+            unsafe { ring_copy(data.add(off), buf, p as usize % CHAN_BYTES, n, true) };
+            produced.store(p + n as u64, Ordering::Release);
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Receives `len` bytes from `src` into `data`.
+    pub fn recv(&self, src: u32, data: *mut u8, len: usize, limit: Duration) -> Result<(), i32> {
+        let (produced, consumed, buf) = self.chan(src, self.rank);
+        let mut off = 0;
+        while off < len {
+            let c = consumed.load(Ordering::Relaxed);
+            wait_until(limit, || produced.load(Ordering::Acquire) > c)?;
+            let n = ((produced.load(Ordering::Acquire) - c) as usize).min(len - off);
+            // SAFETY: `data` has `len` writable bytes; ring positions stay inside the buffer.
+            unsafe { ring_copy(data.add(off), buf, c as usize % CHAN_BYTES, n, false) };
+            consumed.store(c + n as u64, Ordering::Release);
+            off += n;
+        }
+        Ok(())
+    }
+}
+
+/// Copies `n` bytes between `user` and the ring `ring` at position `pos`, wrapping at
+/// CHAN_BYTES; into the ring when `to_ring`.
+unsafe fn ring_copy(user: *const u8, ring: *mut u8, pos: usize, n: usize, to_ring: bool) {
+    let first = n.min(CHAN_BYTES - pos);
+    // SAFETY: the caller guarantees both ranges; `pos + first <= CHAN_BYTES`.
+    unsafe {
+        if to_ring {
+            std::ptr::copy_nonoverlapping(user, ring.add(pos), first);
+            std::ptr::copy_nonoverlapping(user.add(first), ring, n - first);
+        } else {
+            std::ptr::copy_nonoverlapping(ring.add(pos), user.cast_mut(), first);
+            std::ptr::copy_nonoverlapping(ring, user.cast_mut().add(first), n - first);
+        }
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what join mapped.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// The timeout of a collective step (HCCL_EXEC_TIMEOUT seconds, default 120).
+pub fn exec_timeout() -> Duration {
+    timeout_from_env("HCCL_EXEC_TIMEOUT")
+}
