@@ -38,7 +38,12 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
         home.join("ascend-toolkit/latest/lib64").display(),
         home.join("driver/lib64").display()
     );
+    let path = std::env::join_paths(
+        std::iter::once(home.join("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .expect("PATH");
     c.env("LD_LIBRARY_PATH", lib)
+        .env("PATH", path)
         .env("ASCEND_HOME_PATH", home.join("ascend-toolkit/latest"))
         .env("NPU_SIM_TRUTH", truth);
     for var in ["NPU_SIM_FAIL_API", "NPU_SIM_FAULT_KERNEL", "NPU_SIM_TASK_ID_START", "NPU_SIM_STRAGGLER_MS"] {
@@ -90,4 +95,114 @@ pub fn u(v: &Value, k: &str) -> u64 {
 /// Number of `api` lines calling `func`.
 pub fn api_count(lines: &[Value], func: &str) -> usize {
     lines.iter().filter(|l| l["type"] == "api" && l["fn"] == func).count()
+}
+
+/// Every CANN function the simulator exports, by installed library (relative to the tree).
+pub const EXPORTS: &[(&str, &[&str])] = &[
+    (
+        "ascend-toolkit/latest/lib64/libascendcl.so",
+        &[
+            "aclInit", "aclFinalize", "aclrtSetDevice", "aclrtResetDevice", "aclrtGetDevice",
+            "aclrtSynchronizeDevice", "aclrtCreateStream", "aclrtDestroyStream", "aclrtSynchronizeStream",
+            "aclrtStreamWaitEvent", "aclrtCreateEvent", "aclrtDestroyEvent", "aclrtRecordEvent",
+            "aclrtSynchronizeEvent", "aclrtMalloc", "aclrtFree", "aclrtMallocHost", "aclrtFreeHost",
+            "aclrtMemcpy", "aclrtMemcpyAsync", "aclrtMemset", "aclrtMemsetAsync", "aclrtBinaryLoadFromData",
+            "aclrtBinaryGetFunction", "aclrtLaunchKernel",
+        ],
+    ),
+    (
+        "ascend-toolkit/latest/lib64/libruntime.so",
+        &[
+            "rtSetDevice", "rtDeviceReset", "rtGetDevice", "rtGetDeviceCount", "rtDeviceSynchronize",
+            "rtStreamCreate", "rtStreamDestroy", "rtStreamSynchronize", "rtStreamWaitEvent", "rtEventCreate",
+            "rtEventDestroy", "rtEventRecord", "rtEventSynchronize", "rtMalloc", "rtFree", "rtMallocHost",
+            "rtFreeHost", "rtMemcpy", "rtMemcpyAsync", "rtMemset", "rtMemsetAsync", "rtDevBinaryRegister",
+            "rtBinaryLoad", "rtFunctionRegister", "rtBinaryGetFunctionByName", "rtKernelLaunch",
+            "rtKernelLaunchWithHandleV2", "rtLaunchKernelByFuncHandleV3", "rtCpuKernelLaunch",
+            "rtGetTaskIdAndStreamID",
+        ],
+    ),
+    (
+        "ascend-toolkit/latest/lib64/libhccl.so",
+        &[
+            "HcclGetRootInfo", "HcclCommInitRootInfo", "HcclAllReduce", "HcclBroadcast", "HcclAllGather",
+            "HcclReduceScatter", "HcclReduce", "HcclAlltoAll", "HcclSend", "HcclRecv", "HcclBarrier",
+            "HcclGetRankId", "HcclGetRankSize", "HcclCommDestroy",
+        ],
+    ),
+    (
+        "ascend-toolkit/latest/lib64/libms_tools_ext.so",
+        &[
+            "mstxMarkA", "mstxRangeStartA", "mstxRangeEnd", "mstxDomainCreateA", "mstxDomainDestroy",
+            "mstxDomainMarkA", "mstxDomainRangeStartA", "mstxDomainRangeEnd",
+        ],
+    ),
+    ("driver/lib64/libascend_hal.so", &["halGetDeviceInfo", "halSqTaskSend", "halCqReportRecv"]),
+];
+
+/// The device clock of a truth `clock` line at host time `ns` (see docs/simulator.md).
+pub fn clock_cnt(clock: &Value, ns: u64) -> u64 {
+    let freq = i128::from(u(clock, "freq_hz"));
+    let offset = i128::from(clock["offset_ns"].as_i64().expect("offset_ns"));
+    let drift_ppb = (clock["drift_ppm"].as_f64().expect("drift_ppm") * 1000.0).round() as i128;
+    let t = (i128::from(ns) + offset).max(0);
+    (t * freq * (1_000_000_000 + drift_ppb) / 1_000_000_000_000_000_000) as u64
+}
+
+/// Checks one process's ground truth is complete and consistent:
+/// - every api line has enter <= exit, and each nested call (depth > 0) lies inside a call one
+///   level up on the same thread;
+/// - every task names the outermost api call (depth 0, same thread, same fn and enter time)
+///   that submitted it, was submitted inside it through a halSqTaskSend carrying its stream and
+///   task id, and started no earlier than that call;
+/// - every task has start <= end in both clocks, and its device counts match the clock line.
+pub fn check_consistency(lines: &[Value]) {
+    let apis = of_type(lines, "api");
+    let mut by_tid: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
+    for a in &apis {
+        assert!(u(a, "enter_ns") <= u(a, "exit_ns"), "api exits before it enters: {a}");
+        by_tid.entry(u(a, "tid")).or_default().push(a);
+    }
+    for calls in by_tid.values_mut() {
+        calls.sort_by_key(|a| (u(a, "enter_ns"), u(a, "depth")));
+        let mut stack: Vec<&Value> = Vec::new();
+        for a in calls.iter() {
+            while stack.last().is_some_and(|p| u(p, "exit_ns") < u(a, "enter_ns")) {
+                stack.pop();
+            }
+            let depth = u(a, "depth");
+            if depth > 0 {
+                let p = stack.last().unwrap_or_else(|| panic!("nested call without a parent: {a}"));
+                assert_eq!(u(p, "depth") + 1, depth, "parent {p} of {a}");
+                assert!(u(p, "exit_ns") >= u(a, "exit_ns"), "{a} outlives its parent {p}");
+            }
+            stack.push(a);
+        }
+    }
+    let clocks: BTreeMap<u64, &Value> = of_type(lines, "clock").into_iter().map(|c| (u(c, "device"), c)).collect();
+    assert_eq!(clocks.len(), of_type(lines, "clock").len(), "one clock line per device");
+    for t in of_type(lines, "task") {
+        assert!(u(t, "start_ns") <= u(t, "end_ns") && u(t, "start_cnt") <= u(t, "end_cnt"), "task ends first: {t}");
+        let clock = clocks.get(&u(t, "device")).unwrap_or_else(|| panic!("no clock line for {t}"));
+        for (cnt, ns) in [("start_cnt", "start_ns"), ("end_cnt", "end_ns")] {
+            assert_eq!(u(t, cnt), clock_cnt(clock, u(t, ns)), "{cnt} of {t}");
+        }
+        let tid = u(t, "tid");
+        let calls = by_tid.get(&tid).unwrap_or_else(|| panic!("no api calls on the thread of {t}"));
+        let api = calls
+            .iter()
+            .find(|a| u(a, "depth") == 0 && a["fn"] == t["api_fn"] && u(a, "enter_ns") == u(t, "api_enter_ns"))
+            .unwrap_or_else(|| panic!("no outermost api call for {t}"));
+        let (enter, exit) = (u(api, "enter_ns"), u(api, "exit_ns"));
+        assert!(enter <= u(t, "submit_ns") && u(t, "submit_ns") <= exit, "{t} submitted outside {api}");
+        assert!(u(t, "start_ns") >= enter, "{t} started before {api}");
+        let send = calls.iter().any(|a| {
+            a["fn"] == "halSqTaskSend"
+                && a["args"]["stream_id"] == t["stream"]
+                && a["args"]["task_id"] == t["task"]
+                && u(a, "enter_ns") >= enter
+                && u(a, "exit_ns") <= exit
+        });
+        assert!(send, "no halSqTaskSend for {t} inside {api}");
+    }
 }
