@@ -17,8 +17,15 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 /// Cargo packages of the simulator that produce installed artifacts.
-const PACKAGES: [&str; 7] =
-    ["npu-sim-core", "npu-sim-driver", "npu-sim-runtime", "npu-sim-acl", "npu-sim-hccl", "npu-sim-mstx", "npu-sim-run"];
+const PACKAGES: [&str; 7] = [
+    "npu-sim-core",
+    "npu-sim-driver",
+    "npu-sim-runtime",
+    "npu-sim-acl",
+    "npu-sim-hccl",
+    "npu-sim-mstx",
+    "npu-sim-run",
+];
 
 const TOOLKIT_LIB: &str = "ascend-toolkit/latest/lib64";
 const DRIVER_LIB: &str = "driver/lib64";
@@ -36,7 +43,9 @@ const ARTIFACTS: [(&str, &str); 7] = [
 
 /// Builds the simulator and installs it under `dest`.
 pub fn install(dest: &Path) -> anyhow::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("xtask has no parent directory")?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = Command::new(cargo);
     build.current_dir(root).args(["build", "--release"]);
@@ -44,21 +53,42 @@ pub fn install(dest: &Path) -> anyhow::Result<()> {
         build.args(["-p", p]);
     }
     run(&mut build)?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let release = if target.is_absolute() { target } else { root.join(target) }.join("release");
-
-    for dir in [TOOLKIT_LIB, DRIVER_LIB, "bin", "ascend-toolkit/latest/include"] {
-        std::fs::create_dir_all(dest.join(dir)).with_context(|| format!("creating {}", dest.join(dir).display()))?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let release = if target.is_absolute() {
+        target
+    } else {
+        root.join(target)
     }
-    let dest = dest.canonicalize().with_context(|| format!("resolving {}", dest.display()))?;
+    .join("release");
+
+    for dir in [
+        TOOLKIT_LIB,
+        DRIVER_LIB,
+        "bin",
+        "ascend-toolkit/latest/include",
+    ] {
+        std::fs::create_dir_all(dest.join(dir))
+            .with_context(|| format!("creating {}", dest.join(dir).display()))?;
+    }
+    let dest = dest
+        .canonicalize()
+        .with_context(|| format!("resolving {}", dest.display()))?;
     for (file, dir) in ARTIFACTS {
         install_file(&release.join(file), &dest.join(dir).join(file))?;
     }
     let app_dir = root.join("sim/npu-sim-app/c");
-    install_file(&app_dir.join("cann.h"), &dest.join("ascend-toolkit/latest/include/npu_sim_cann.h"))?;
+    install_file(
+        &app_dir.join("cann.h"),
+        &dest.join("ascend-toolkit/latest/include/npu_sim_cann.h"),
+    )?;
     build_app(&app_dir, &dest)?;
     write_if_changed(&dest.join("set_env.sh"), set_env(&dest).as_bytes())?;
-    println!("npu-sim installed in {} (source {}/set_env.sh)", dest.display(), dest.display());
+    println!(
+        "npu-sim installed in {} (source {}/set_env.sh)",
+        dest.display(),
+        dest.display()
+    );
     Ok(())
 }
 
@@ -99,7 +129,15 @@ fn build_app(src_dir: &Path, dest: &Path) -> anyhow::Result<()> {
     let lib = dest.join(TOOLKIT_LIB);
     let inputs = [src_dir.join("app.c"), src_dir.join("cann.h")]
         .into_iter()
-        .chain(["libascendcl.so", "libruntime.so", "libhccl.so", "libms_tools_ext.so"].map(|l| lib.join(l)));
+        .chain(
+            [
+                "libascendcl.so",
+                "libruntime.so",
+                "libhccl.so",
+                "libms_tools_ext.so",
+            ]
+            .map(|l| lib.join(l)),
+        );
     let newest = inputs.filter_map(|p| mtime(&p)).max();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     for (out, linked) in [("npu-sim-app", true), ("npu-sim-app-dlopen", false)] {
@@ -108,15 +146,26 @@ fn build_app(src_dir: &Path, dest: &Path) -> anyhow::Result<()> {
             continue;
         }
         let mut cmd = Command::new(&cc);
-        cmd.args(["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-rdynamic", "-pthread", "-I"])
-            .arg(src_dir)
-            .arg(src_dir.join("app.c"))
-            .arg("-o")
-            .arg(&out);
+        cmd.args([
+            "-std=gnu11",
+            "-O2",
+            "-g",
+            "-Wall",
+            "-Wextra",
+            "-rdynamic",
+            "-pthread",
+            "-I",
+        ])
+        .arg(src_dir)
+        .arg(src_dir.join("app.c"))
+        .arg("-o")
+        .arg(&out);
         if linked {
             cmd.arg(format!("-L{}", lib.display()))
                 .args(["-lascendcl", "-lruntime", "-lhccl", "-lms_tools_ext"])
-                .arg(format!("-Wl,-rpath,$ORIGIN/../{TOOLKIT_LIB}:$ORIGIN/../{DRIVER_LIB}"));
+                .arg(format!(
+                    "-Wl,-rpath,$ORIGIN/../{TOOLKIT_LIB}:$ORIGIN/../{DRIVER_LIB}"
+                ));
         } else {
             cmd.arg("-DNPU_SIM_DLOPEN_ONLY");
         }

@@ -64,84 +64,146 @@ pub unsafe extern "C" fn aclFinalize() -> i32 {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtSetDevice(deviceId: i32) -> i32 {
-    api(LIB, "aclrtSetDevice", || unsafe { (rt().rtSetDevice)(deviceId) }, |a| {
-        a.i64("deviceId", deviceId.into());
-    })
+    api(
+        LIB,
+        "aclrtSetDevice",
+        || unsafe { (rt().rtSetDevice)(deviceId) },
+        |a| {
+            a.i64("deviceId", deviceId.into());
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtResetDevice(deviceId: i32) -> i32 {
-    api(LIB, "aclrtResetDevice", || unsafe { (rt().rtDeviceReset)(deviceId) }, |a| {
-        a.i64("deviceId", deviceId.into());
-    })
+    api(
+        LIB,
+        "aclrtResetDevice",
+        || unsafe { (rt().rtDeviceReset)(deviceId) },
+        |a| {
+            a.i64("deviceId", deviceId.into());
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> i32 {
-    api(LIB, "aclrtGetDevice", || unsafe { (rt().rtGetDevice)(deviceId) }, |a| {
-        a.u64("deviceId", deviceId as u64);
-    })
+    api(
+        LIB,
+        "aclrtGetDevice",
+        || unsafe { (rt().rtGetDevice)(deviceId) },
+        |a| {
+            a.u64("deviceId", deviceId as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtSynchronizeDevice() -> i32 {
-    api(LIB, "aclrtSynchronizeDevice", || unsafe { (rt().rtDeviceSynchronize)() }, |_| {})
+    api(
+        LIB,
+        "aclrtSynchronizeDevice",
+        || unsafe { (rt().rtDeviceSynchronize)() },
+        |_| {},
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut Stream) -> i32 {
-    api(LIB, "aclrtCreateStream", || unsafe { (rt().rtStreamCreate)(stream, 0) }, |a| {
-        a.u64("stream", stream as u64).u64("out_stream", unsafe { out_ptr(stream) });
-    })
+    api(
+        LIB,
+        "aclrtCreateStream",
+        || unsafe { (rt().rtStreamCreate)(stream, 0) },
+        |a| {
+            a.u64("stream", stream as u64)
+                .u64("out_stream", unsafe { out_ptr(stream) });
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDestroyStream(stream: Stream) -> i32 {
-    api(LIB, "aclrtDestroyStream", || unsafe { (rt().rtStreamDestroy)(stream) }, |a| {
-        a.u64("stream", stream as u64);
-    })
+    api(
+        LIB,
+        "aclrtDestroyStream",
+        || unsafe { (rt().rtStreamDestroy)(stream) },
+        |a| {
+            a.u64("stream", stream as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtSynchronizeStream(stream: Stream) -> i32 {
-    api(LIB, "aclrtSynchronizeStream", || unsafe { (rt().rtStreamSynchronize)(stream) }, |a| {
-        a.u64("stream", stream as u64);
-    })
+    api(
+        LIB,
+        "aclrtSynchronizeStream",
+        || unsafe { (rt().rtStreamSynchronize)(stream) },
+        |a| {
+            a.u64("stream", stream as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: Stream, event: *mut c_void) -> i32 {
-    api(LIB, "aclrtStreamWaitEvent", || unsafe { (rt().rtStreamWaitEvent)(stream, event) }, |a| {
-        a.u64("stream", stream as u64).u64("event", event as u64);
-    })
+    api(
+        LIB,
+        "aclrtStreamWaitEvent",
+        || unsafe { (rt().rtStreamWaitEvent)(stream, event) },
+        |a| {
+            a.u64("stream", stream as u64).u64("event", event as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateEvent(event: *mut *mut c_void) -> i32 {
-    api(LIB, "aclrtCreateEvent", || unsafe { (rt().rtEventCreate)(event) }, |a| {
-        a.u64("event", event as u64).u64("out_event", unsafe { out_ptr(event) });
-    })
+    api(
+        LIB,
+        "aclrtCreateEvent",
+        || unsafe { (rt().rtEventCreate)(event) },
+        |a| {
+            a.u64("event", event as u64)
+                .u64("out_event", unsafe { out_ptr(event) });
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> i32 {
-    api(LIB, "aclrtDestroyEvent", || unsafe { (rt().rtEventDestroy)(event) }, |a| {
-        a.u64("event", event as u64);
-    })
+    api(
+        LIB,
+        "aclrtDestroyEvent",
+        || unsafe { (rt().rtEventDestroy)(event) },
+        |a| {
+            a.u64("event", event as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: Stream) -> i32 {
-    api(LIB, "aclrtRecordEvent", || unsafe { (rt().rtEventRecord)(event, stream) }, |a| {
-        a.u64("event", event as u64).u64("stream", stream as u64);
-    })
+    api(
+        LIB,
+        "aclrtRecordEvent",
+        || unsafe { (rt().rtEventRecord)(event, stream) },
+        |a| {
+            a.u64("event", event as u64).u64("stream", stream as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> i32 {
-    api(LIB, "aclrtSynchronizeEvent", || unsafe { (rt().rtEventSynchronize)(event) }, |a| {
-        a.u64("event", event as u64);
-    })
+    api(
+        LIB,
+        "aclrtSynchronizeEvent",
+        || unsafe { (rt().rtEventSynchronize)(event) },
+        |a| {
+            a.u64("event", event as u64);
+        },
+    )
 }
 
 /// aclrtMemMallocPolicy -> rtMemType_t (memory type | page policy), as CANN's acl layer does.
@@ -178,7 +240,9 @@ pub unsafe extern "C" fn aclrtMalloc(devPtr: *mut *mut c_void, size: usize, poli
             unsafe { (rt().rtMalloc)(devPtr, padded, ty, APP_MODULE_ID) }
         },
         |a| {
-            a.u64("devPtr", devPtr as u64).u64("size", size as u64).u64("policy", policy.into());
+            a.u64("devPtr", devPtr as u64)
+                .u64("size", size as u64)
+                .u64("policy", policy.into());
             a.u64("out_ptr", unsafe { out_ptr(devPtr) });
         },
     )
@@ -186,24 +250,39 @@ pub unsafe extern "C" fn aclrtMalloc(devPtr: *mut *mut c_void, size: usize, poli
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> i32 {
-    api(LIB, "aclrtFree", || unsafe { (rt().rtFree)(devPtr) }, |a| {
-        a.u64("devPtr", devPtr as u64);
-    })
+    api(
+        LIB,
+        "aclrtFree",
+        || unsafe { (rt().rtFree)(devPtr) },
+        |a| {
+            a.u64("devPtr", devPtr as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMallocHost(hostPtr: *mut *mut c_void, size: usize) -> i32 {
-    api(LIB, "aclrtMallocHost", || unsafe { (rt().rtMallocHost)(hostPtr, size as u64, APP_MODULE_ID) }, |a| {
-        a.u64("hostPtr", hostPtr as u64).u64("size", size as u64);
-        a.u64("out_ptr", unsafe { out_ptr(hostPtr) });
-    })
+    api(
+        LIB,
+        "aclrtMallocHost",
+        || unsafe { (rt().rtMallocHost)(hostPtr, size as u64, APP_MODULE_ID) },
+        |a| {
+            a.u64("hostPtr", hostPtr as u64).u64("size", size as u64);
+            a.u64("out_ptr", unsafe { out_ptr(hostPtr) });
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFreeHost(hostPtr: *mut c_void) -> i32 {
-    api(LIB, "aclrtFreeHost", || unsafe { (rt().rtFreeHost)(hostPtr) }, |a| {
-        a.u64("hostPtr", hostPtr as u64);
-    })
+    api(
+        LIB,
+        "aclrtFreeHost",
+        || unsafe { (rt().rtFreeHost)(hostPtr) },
+        |a| {
+            a.u64("hostPtr", hostPtr as u64);
+        },
+    )
 }
 
 /// aclrtMemcpyKind -> rtMemcpyKind_t (CANN's MemcpyKindTranslate).
@@ -218,7 +297,13 @@ fn copy_kind(kind: u32) -> Option<u32> {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *const c_void, count: usize, kind: u32) -> i32 {
+pub unsafe extern "C" fn aclrtMemcpy(
+    dst: *mut c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+) -> i32 {
     api(
         LIB,
         "aclrtMemcpy",
@@ -227,7 +312,9 @@ pub unsafe extern "C" fn aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *con
             None => abi::ACL_ERROR_INVALID_PARAM,
         },
         |a| {
-            a.u64("dst", dst as u64).u64("destMax", destMax as u64).u64("src", src as u64);
+            a.u64("dst", dst as u64)
+                .u64("destMax", destMax as u64)
+                .u64("src", src as u64);
             a.u64("count", count as u64).u64("kind", kind.into());
         },
     )
@@ -246,22 +333,40 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         LIB,
         "aclrtMemcpyAsync",
         || match copy_kind(kind) {
-            Some(k) => unsafe { (rt().rtMemcpyAsync)(dst, destMax as u64, src, count as u64, k, stream) },
+            Some(k) => unsafe {
+                (rt().rtMemcpyAsync)(dst, destMax as u64, src, count as u64, k, stream)
+            },
             None => abi::ACL_ERROR_INVALID_PARAM,
         },
         |a| {
-            a.u64("dst", dst as u64).u64("destMax", destMax as u64).u64("src", src as u64);
-            a.u64("count", count as u64).u64("kind", kind.into()).u64("stream", stream as u64);
+            a.u64("dst", dst as u64)
+                .u64("destMax", destMax as u64)
+                .u64("src", src as u64);
+            a.u64("count", count as u64)
+                .u64("kind", kind.into())
+                .u64("stream", stream as u64);
         },
     )
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize) -> i32 {
-    api(LIB, "aclrtMemset", || unsafe { (rt().rtMemset)(devPtr, maxCount as u64, value as u32, count as u64) }, |a| {
-        a.u64("devPtr", devPtr as u64).u64("maxCount", maxCount as u64).i64("value", value.into());
-        a.u64("count", count as u64);
-    })
+pub unsafe extern "C" fn aclrtMemset(
+    devPtr: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+) -> i32 {
+    api(
+        LIB,
+        "aclrtMemset",
+        || unsafe { (rt().rtMemset)(devPtr, maxCount as u64, value as u32, count as u64) },
+        |a| {
+            a.u64("devPtr", devPtr as u64)
+                .u64("maxCount", maxCount as u64)
+                .i64("value", value.into());
+            a.u64("count", count as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -275,9 +380,13 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     api(
         LIB,
         "aclrtMemsetAsync",
-        || unsafe { (rt().rtMemsetAsync)(devPtr, maxCount as u64, value as u32, count as u64, stream) },
+        || unsafe {
+            (rt().rtMemsetAsync)(devPtr, maxCount as u64, value as u32, count as u64, stream)
+        },
         |a| {
-            a.u64("devPtr", devPtr as u64).u64("maxCount", maxCount as u64).i64("value", value.into());
+            a.u64("devPtr", devPtr as u64)
+                .u64("maxCount", maxCount as u64)
+                .i64("value", value.into());
             a.u64("count", count as u64).u64("stream", stream as u64);
         },
     )
@@ -310,8 +419,14 @@ unsafe fn binary_magic(data: *const c_void, length: usize, options: *const LoadO
         }
     }
     // SAFETY: the caller passes `length` readable bytes at `data`.
-    let is_elf = !data.is_null() && length >= 4 && unsafe { std::slice::from_raw_parts(data.cast::<u8>(), 4) } == b"\x7fELF";
-    if is_elf { abi::RT_DEV_BINARY_MAGIC_ELF } else { abi::RT_DEV_BINARY_MAGIC_PLAIN }
+    let is_elf = !data.is_null()
+        && length >= 4
+        && unsafe { std::slice::from_raw_parts(data.cast::<u8>(), 4) } == b"\x7fELF";
+    if is_elf {
+        abi::RT_DEV_BINARY_MAGIC_ELF
+    } else {
+        abi::RT_DEV_BINARY_MAGIC_PLAIN
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -329,12 +444,20 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromData(
                 return abi::ACL_ERROR_INVALID_PARAM;
             }
             let magic = unsafe { binary_magic(data, length, options.cast()) };
-            let bin = RtDevBinary { magic, version: 0, data, length: length as u64 };
+            let bin = RtDevBinary {
+                magic,
+                version: 0,
+                data,
+                length: length as u64,
+            };
             unsafe { (rt().rtBinaryLoad)(&bin, binHandle) }
         },
         |a| {
-            a.u64("data", data as u64).u64("length", length as u64).u64("options", options as u64);
-            a.u64("binHandle", binHandle as u64).u64("out_handle", unsafe { out_ptr(binHandle) });
+            a.u64("data", data as u64)
+                .u64("length", length as u64)
+                .u64("options", options as u64);
+            a.u64("binHandle", binHandle as u64)
+                .u64("out_handle", unsafe { out_ptr(binHandle) });
         },
     )
 }
@@ -352,7 +475,8 @@ pub unsafe extern "C" fn aclrtBinaryGetFunction(
         |a| {
             a.u64("binHandle", binHandle as u64);
             unsafe { a.cstr("kernelName", kernelName) };
-            a.u64("funcHandle", funcHandle as u64).u64("out_handle", unsafe { out_ptr(funcHandle) });
+            a.u64("funcHandle", funcHandle as u64)
+                .u64("out_handle", unsafe { out_ptr(funcHandle) });
         },
     )
 }
@@ -369,7 +493,9 @@ pub unsafe extern "C" fn aclrtLaunchKernel(
         LIB,
         "aclrtLaunchKernel",
         || {
-            let Ok(size) = u32::try_from(argsSize) else { return abi::ACL_ERROR_INVALID_PARAM };
+            let Ok(size) = u32::try_from(argsSize) else {
+                return abi::ACL_ERROR_INVALID_PARAM;
+            };
             let args = RtArgsEx {
                 args: argsData.cast_mut(),
                 host_input_info_ptr: std::ptr::null_mut(),
@@ -381,11 +507,22 @@ pub unsafe extern "C" fn aclrtLaunchKernel(
                 is_no_need_h2d_copy: 0,
                 reserved: [0; 4],
             };
-            unsafe { (rt().rtLaunchKernelByFuncHandleV3)(funcHandle, blockDim, &args, stream, std::ptr::null()) }
+            unsafe {
+                (rt().rtLaunchKernelByFuncHandleV3)(
+                    funcHandle,
+                    blockDim,
+                    &args,
+                    stream,
+                    std::ptr::null(),
+                )
+            }
         },
         |a| {
-            a.u64("funcHandle", funcHandle as u64).u64("blockDim", blockDim.into());
-            a.u64("argsData", argsData as u64).u64("argsSize", argsSize as u64).u64("stream", stream as u64);
+            a.u64("funcHandle", funcHandle as u64)
+                .u64("blockDim", blockDim.into());
+            a.u64("argsData", argsData as u64)
+                .u64("argsSize", argsSize as u64)
+                .u64("stream", stream as u64);
         },
     )
 }

@@ -9,11 +9,12 @@ use serde_json::Value;
 
 /// The installed simulator tree: `$NPU_SIM_HOME`, else `<workspace>/target/npu-sim`.
 pub fn sim_home() -> PathBuf {
-    let home = std::env::var_os("NPU_SIM_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/npu-sim")
-    });
+    let home = std::env::var_os("NPU_SIM_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/npu-sim"));
     assert!(
-        home.join("bin/npu-sim-app").exists() && home.join("driver/lib64/libascend_hal.so").exists(),
+        home.join("bin/npu-sim-app").exists()
+            && home.join("driver/lib64/libascend_hal.so").exists(),
         "no simulator installed at {}: run `cargo xtask sim` first (or set NPU_SIM_HOME)",
         home.display()
     );
@@ -38,15 +39,20 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
         home.join("ascend-toolkit/latest/lib64").display(),
         home.join("driver/lib64").display()
     );
-    let path = std::env::join_paths(
-        std::iter::once(home.join("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(home.join("bin")).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .expect("PATH");
     c.env("LD_LIBRARY_PATH", lib)
         .env("PATH", path)
         .env("ASCEND_HOME_PATH", home.join("ascend-toolkit/latest"))
         .env("NPU_SIM_TRUTH", truth);
-    for var in ["NPU_SIM_FAIL_API", "NPU_SIM_FAULT_KERNEL", "NPU_SIM_TASK_ID_START", "NPU_SIM_STRAGGLER_MS"] {
+    for var in [
+        "NPU_SIM_FAIL_API",
+        "NPU_SIM_FAULT_KERNEL",
+        "NPU_SIM_TASK_ID_START",
+        "NPU_SIM_STRAGGLER_MS",
+    ] {
         c.env_remove(var);
     }
     c
@@ -54,7 +60,9 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
 
 /// Runs `cmd` and panics with its output unless it succeeds.
 pub fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}\nstdout:\n{}\nstderr:\n{}",
@@ -70,12 +78,24 @@ pub fn read_truth(dir: &Path) -> BTreeMap<u64, Vec<Value>> {
     let mut by_pid = BTreeMap::new();
     for e in std::fs::read_dir(dir).expect("truth dir") {
         let p = e.expect("dir entry").path();
-        let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("truth-").and_then(|s| s.strip_suffix(".jsonl")) else { continue };
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let Some(pid) = name
+            .strip_prefix("truth-")
+            .and_then(|s| s.strip_suffix(".jsonl"))
+        else {
+            continue;
+        };
         let text = std::fs::read_to_string(&p).expect("truth file");
         let lines = text
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", p.display())))
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", p.display()))
+            })
             .collect();
         by_pid.insert(pid.parse().expect("pid in name"), lines);
     }
@@ -89,12 +109,16 @@ pub fn of_type<'a>(lines: &'a [Value], ty: &str) -> Vec<&'a Value> {
 
 /// `u64` field of a line (panics with the line if missing).
 pub fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 /// Number of `api` lines calling `func`.
 pub fn api_count(lines: &[Value], func: &str) -> usize {
-    lines.iter().filter(|l| l["type"] == "api" && l["fn"] == func).count()
+    lines
+        .iter()
+        .filter(|l| l["type"] == "api" && l["fn"] == func)
+        .count()
 }
 
 /// Every CANN function the simulator exports, by installed library (relative to the tree).
@@ -102,42 +126,104 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
     (
         "ascend-toolkit/latest/lib64/libascendcl.so",
         &[
-            "aclInit", "aclFinalize", "aclrtSetDevice", "aclrtResetDevice", "aclrtGetDevice",
-            "aclrtSynchronizeDevice", "aclrtCreateStream", "aclrtDestroyStream", "aclrtSynchronizeStream",
-            "aclrtStreamWaitEvent", "aclrtCreateEvent", "aclrtDestroyEvent", "aclrtRecordEvent",
-            "aclrtSynchronizeEvent", "aclrtMalloc", "aclrtFree", "aclrtMallocHost", "aclrtFreeHost",
-            "aclrtMemcpy", "aclrtMemcpyAsync", "aclrtMemset", "aclrtMemsetAsync", "aclrtBinaryLoadFromData",
-            "aclrtBinaryGetFunction", "aclrtLaunchKernel",
+            "aclInit",
+            "aclFinalize",
+            "aclrtSetDevice",
+            "aclrtResetDevice",
+            "aclrtGetDevice",
+            "aclrtSynchronizeDevice",
+            "aclrtCreateStream",
+            "aclrtDestroyStream",
+            "aclrtSynchronizeStream",
+            "aclrtStreamWaitEvent",
+            "aclrtCreateEvent",
+            "aclrtDestroyEvent",
+            "aclrtRecordEvent",
+            "aclrtSynchronizeEvent",
+            "aclrtMalloc",
+            "aclrtFree",
+            "aclrtMallocHost",
+            "aclrtFreeHost",
+            "aclrtMemcpy",
+            "aclrtMemcpyAsync",
+            "aclrtMemset",
+            "aclrtMemsetAsync",
+            "aclrtBinaryLoadFromData",
+            "aclrtBinaryGetFunction",
+            "aclrtLaunchKernel",
         ],
     ),
     (
         "ascend-toolkit/latest/lib64/libruntime.so",
         &[
-            "rtSetDevice", "rtDeviceReset", "rtGetDevice", "rtGetDeviceCount", "rtDeviceSynchronize",
-            "rtStreamCreate", "rtStreamDestroy", "rtStreamSynchronize", "rtStreamWaitEvent", "rtEventCreate",
-            "rtEventDestroy", "rtEventRecord", "rtEventSynchronize", "rtMalloc", "rtFree", "rtMallocHost",
-            "rtFreeHost", "rtMemcpy", "rtMemcpyAsync", "rtMemset", "rtMemsetAsync", "rtDevBinaryRegister",
-            "rtBinaryLoad", "rtFunctionRegister", "rtBinaryGetFunctionByName", "rtKernelLaunch",
-            "rtKernelLaunchWithHandleV2", "rtLaunchKernelByFuncHandleV3", "rtCpuKernelLaunch",
+            "rtSetDevice",
+            "rtDeviceReset",
+            "rtGetDevice",
+            "rtGetDeviceCount",
+            "rtDeviceSynchronize",
+            "rtStreamCreate",
+            "rtStreamDestroy",
+            "rtStreamSynchronize",
+            "rtStreamWaitEvent",
+            "rtEventCreate",
+            "rtEventDestroy",
+            "rtEventRecord",
+            "rtEventSynchronize",
+            "rtMalloc",
+            "rtFree",
+            "rtMallocHost",
+            "rtFreeHost",
+            "rtMemcpy",
+            "rtMemcpyAsync",
+            "rtMemset",
+            "rtMemsetAsync",
+            "rtDevBinaryRegister",
+            "rtBinaryLoad",
+            "rtFunctionRegister",
+            "rtBinaryGetFunctionByName",
+            "rtKernelLaunch",
+            "rtKernelLaunchWithHandleV2",
+            "rtLaunchKernelByFuncHandleV3",
+            "rtCpuKernelLaunch",
             "rtGetTaskIdAndStreamID",
         ],
     ),
     (
         "ascend-toolkit/latest/lib64/libhccl.so",
         &[
-            "HcclGetRootInfo", "HcclCommInitRootInfo", "HcclAllReduce", "HcclBroadcast", "HcclAllGather",
-            "HcclReduceScatter", "HcclReduce", "HcclAlltoAll", "HcclSend", "HcclRecv", "HcclBarrier",
-            "HcclGetRankId", "HcclGetRankSize", "HcclCommDestroy",
+            "HcclGetRootInfo",
+            "HcclCommInitRootInfo",
+            "HcclAllReduce",
+            "HcclBroadcast",
+            "HcclAllGather",
+            "HcclReduceScatter",
+            "HcclReduce",
+            "HcclAlltoAll",
+            "HcclSend",
+            "HcclRecv",
+            "HcclBarrier",
+            "HcclGetRankId",
+            "HcclGetRankSize",
+            "HcclCommDestroy",
         ],
     ),
     (
         "ascend-toolkit/latest/lib64/libms_tools_ext.so",
         &[
-            "mstxMarkA", "mstxRangeStartA", "mstxRangeEnd", "mstxDomainCreateA", "mstxDomainDestroy",
-            "mstxDomainMarkA", "mstxDomainRangeStartA", "mstxDomainRangeEnd",
+            "mstxMarkA",
+            "mstxRangeStartA",
+            "mstxRangeEnd",
+            "mstxDomainCreateA",
+            "mstxDomainDestroy",
+            "mstxDomainMarkA",
+            "mstxDomainRangeStartA",
+            "mstxDomainRangeEnd",
         ],
     ),
-    ("driver/lib64/libascend_hal.so", &["halGetDeviceInfo", "halSqTaskSend", "halCqReportRecv"]),
+    (
+        "driver/lib64/libascend_hal.so",
+        &["halGetDeviceInfo", "halSqTaskSend", "halCqReportRecv"],
+    ),
 ];
 
 /// The device clock of a truth `clock` line at host time `ns` (see docs/simulator.md).
@@ -160,41 +246,73 @@ pub fn check_consistency(lines: &[Value]) {
     let apis = of_type(lines, "api");
     let mut by_tid: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
     for a in &apis {
-        assert!(u(a, "enter_ns") <= u(a, "exit_ns"), "api exits before it enters: {a}");
+        assert!(
+            u(a, "enter_ns") <= u(a, "exit_ns"),
+            "api exits before it enters: {a}"
+        );
         by_tid.entry(u(a, "tid")).or_default().push(a);
     }
     for calls in by_tid.values_mut() {
         calls.sort_by_key(|a| (u(a, "enter_ns"), u(a, "depth")));
         let mut stack: Vec<&Value> = Vec::new();
         for a in calls.iter() {
-            while stack.last().is_some_and(|p| u(p, "exit_ns") < u(a, "enter_ns")) {
+            while stack
+                .last()
+                .is_some_and(|p| u(p, "exit_ns") < u(a, "enter_ns"))
+            {
                 stack.pop();
             }
             let depth = u(a, "depth");
             if depth > 0 {
-                let p = stack.last().unwrap_or_else(|| panic!("nested call without a parent: {a}"));
+                let p = stack
+                    .last()
+                    .unwrap_or_else(|| panic!("nested call without a parent: {a}"));
                 assert_eq!(u(p, "depth") + 1, depth, "parent {p} of {a}");
-                assert!(u(p, "exit_ns") >= u(a, "exit_ns"), "{a} outlives its parent {p}");
+                assert!(
+                    u(p, "exit_ns") >= u(a, "exit_ns"),
+                    "{a} outlives its parent {p}"
+                );
             }
             stack.push(a);
         }
     }
-    let clocks: BTreeMap<u64, &Value> = of_type(lines, "clock").into_iter().map(|c| (u(c, "device"), c)).collect();
-    assert_eq!(clocks.len(), of_type(lines, "clock").len(), "one clock line per device");
+    let clocks: BTreeMap<u64, &Value> = of_type(lines, "clock")
+        .into_iter()
+        .map(|c| (u(c, "device"), c))
+        .collect();
+    assert_eq!(
+        clocks.len(),
+        of_type(lines, "clock").len(),
+        "one clock line per device"
+    );
     for t in of_type(lines, "task") {
-        assert!(u(t, "start_ns") <= u(t, "end_ns") && u(t, "start_cnt") <= u(t, "end_cnt"), "task ends first: {t}");
-        let clock = clocks.get(&u(t, "device")).unwrap_or_else(|| panic!("no clock line for {t}"));
+        assert!(
+            u(t, "start_ns") <= u(t, "end_ns") && u(t, "start_cnt") <= u(t, "end_cnt"),
+            "task ends first: {t}"
+        );
+        let clock = clocks
+            .get(&u(t, "device"))
+            .unwrap_or_else(|| panic!("no clock line for {t}"));
         for (cnt, ns) in [("start_cnt", "start_ns"), ("end_cnt", "end_ns")] {
             assert_eq!(u(t, cnt), clock_cnt(clock, u(t, ns)), "{cnt} of {t}");
         }
         let tid = u(t, "tid");
-        let calls = by_tid.get(&tid).unwrap_or_else(|| panic!("no api calls on the thread of {t}"));
+        let calls = by_tid
+            .get(&tid)
+            .unwrap_or_else(|| panic!("no api calls on the thread of {t}"));
         let api = calls
             .iter()
-            .find(|a| u(a, "depth") == 0 && a["fn"] == t["api_fn"] && u(a, "enter_ns") == u(t, "api_enter_ns"))
+            .find(|a| {
+                u(a, "depth") == 0
+                    && a["fn"] == t["api_fn"]
+                    && u(a, "enter_ns") == u(t, "api_enter_ns")
+            })
             .unwrap_or_else(|| panic!("no outermost api call for {t}"));
         let (enter, exit) = (u(api, "enter_ns"), u(api, "exit_ns"));
-        assert!(enter <= u(t, "submit_ns") && u(t, "submit_ns") <= exit, "{t} submitted outside {api}");
+        assert!(
+            enter <= u(t, "submit_ns") && u(t, "submit_ns") <= exit,
+            "{t} submitted outside {api}"
+        );
         assert!(u(t, "start_ns") >= enter, "{t} started before {api}");
         let send = calls.iter().any(|a| {
             a["fn"] == "halSqTaskSend"

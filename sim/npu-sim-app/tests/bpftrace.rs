@@ -10,7 +10,12 @@ use std::time::{Duration, Instant};
 
 use npu_sim_app::*;
 
-const LAUNCHES: [&str; 4] = ["rtKernelLaunch", "rtKernelLaunchWithHandleV2", "rtLaunchKernelByFuncHandleV3", "rtCpuKernelLaunch"];
+const LAUNCHES: [&str; 4] = [
+    "rtKernelLaunch",
+    "rtKernelLaunchWithHandleV2",
+    "rtLaunchKernelByFuncHandleV3",
+    "rtCpuKernelLaunch",
+];
 
 #[test]
 fn bpftrace_uprobe_counts_equal_truth() {
@@ -29,7 +34,10 @@ fn bpftrace_uprobe_counts_equal_truth() {
         h = hccl.display()
     );
     for f in LAUNCHES {
-        script += &format!("uprobe:{}:{f} {{ @calls[pid, \"{f}\"] = count(); }}\n", rt.display());
+        script += &format!(
+            "uprobe:{}:{f} {{ @calls[pid, \"{f}\"] = count(); }}\n",
+            rt.display()
+        );
     }
     let mut bt = Command::new("bpftrace")
         .arg("-e")
@@ -57,12 +65,36 @@ fn bpftrace_uprobe_counts_equal_truth() {
         let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
         assert!(!h.is_null(), "dlopen libhccl.so");
         let f = libc::dlsym(h, c"HcclAllReduce".as_ptr());
-        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *mut c_void, u64, u32, u32, *mut c_void, *mut c_void) -> i32>(f)
+        std::mem::transmute::<
+            *mut c_void,
+            unsafe extern "C" fn(
+                *mut c_void,
+                *mut c_void,
+                u64,
+                u32,
+                u32,
+                *mut c_void,
+                *mut c_void,
+            ) -> i32,
+        >(f)
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     'wait: loop {
         // SAFETY: see above.
-        assert_eq!(unsafe { canary(std::ptr::null_mut(), std::ptr::null_mut(), 1, 4, 0, std::ptr::null_mut(), std::ptr::null_mut()) }, 2);
+        assert_eq!(
+            unsafe {
+                canary(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    1,
+                    4,
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+            2
+        );
         while let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
             if line.contains("READY") {
                 break 'wait;
@@ -76,7 +108,15 @@ fn bpftrace_uprobe_counts_equal_truth() {
     }
 
     let dir = scratch_dir("bpftrace");
-    run_ok(sim_command("npu-sim-run", &dir).args(["--nproc", "2", "--", "npu-sim-app", "train", "--steps", "5"]));
+    run_ok(sim_command("npu-sim-run", &dir).args([
+        "--nproc",
+        "2",
+        "--",
+        "npu-sim-app",
+        "train",
+        "--steps",
+        "5",
+    ]));
     // SAFETY: signalling the bpftrace child we started; it prints its maps and exits.
     unsafe { libc::kill(bt.id() as i32, libc::SIGINT) };
     bt.wait().unwrap();
@@ -87,7 +127,10 @@ fn bpftrace_uprobe_counts_equal_truth() {
     for line in output.lines().filter_map(|l| l.strip_prefix("@calls[")) {
         let (key, n) = line.split_once("]: ").expect("map line");
         let (pid, f) = key.split_once(", ").expect("map key");
-        seen.insert((pid.parse().unwrap(), f.trim_matches('"').to_string()), n.trim().parse().unwrap());
+        seen.insert(
+            (pid.parse().unwrap(), f.trim_matches('"').to_string()),
+            n.trim().parse().unwrap(),
+        );
     }
     let truth = read_truth(&dir);
     assert_eq!(truth.len(), 2);
@@ -95,9 +138,14 @@ fn bpftrace_uprobe_counts_equal_truth() {
         for f in LAUNCHES.iter().chain(&["HcclAllReduce"]) {
             let want = api_count(lines, f);
             let got = seen.get(&(*pid, f.to_string())).copied().unwrap_or(0);
-            assert_eq!(got, want, "pid {pid} {f}: bpftrace saw {got}, truth has {want}\n{output}");
+            assert_eq!(
+                got, want,
+                "pid {pid} {f}: bpftrace saw {got}, truth has {want}\n{output}"
+            );
         }
-        assert!(api_count(lines, "rtKernelLaunch") > 0 && api_count(lines, "rtCpuKernelLaunch") > 0);
+        assert!(
+            api_count(lines, "rtKernelLaunch") > 0 && api_count(lines, "rtCpuKernelLaunch") > 0
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,7 +7,10 @@ use npu_sim_app::sim_home;
 type GetInfo = unsafe extern "C" fn(u32, i32, i32, *mut i64) -> i32;
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid clock and out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -23,7 +26,13 @@ fn device_clock_follows_env_settings() {
         std::env::set_var("NPU_SIM_CLOCK_DRIFT_PPM", drift.to_string());
         std::env::remove_var("NPU_SIM_TRUTH");
     }
-    let lib = CString::new(sim_home().join("driver/lib64/libascend_hal.so").to_str().unwrap()).unwrap();
+    let lib = CString::new(
+        sim_home()
+            .join("driver/lib64/libascend_hal.so")
+            .to_str()
+            .unwrap(),
+    )
+    .unwrap();
     // SAFETY: loading the installed driver and resolving a function of the documented type.
     let get: GetInfo = unsafe {
         let h = libc::dlopen(lib.as_ptr(), libc::RTLD_NOW);
@@ -42,11 +51,16 @@ fn device_clock_follows_env_settings() {
     assert_eq!(info(99, 13).0, 2, "DRV_ERROR_INVALID_DEVICE");
     assert_eq!(info(0, 1234).0, 0xfffe, "DRV_ERROR_NOT_SUPPORT");
     // SAFETY: a NULL value pointer must be rejected, not written.
-    assert_eq!(unsafe { get(0, 0, 13, std::ptr::null_mut()) }, 3, "DRV_ERROR_INVALID_VALUE");
+    assert_eq!(
+        unsafe { get(0, 0, 13, std::ptr::null_mut()) },
+        3,
+        "DRV_ERROR_INVALID_VALUE"
+    );
 
     let expect = |ns: u64| {
         let t = i128::from(ns) + i128::from(offset);
-        (t * i128::from(freq) * (1_000_000_000 + (drift * 1000.0) as i128) / 1_000_000_000_000_000_000) as i64
+        (t * i128::from(freq) * (1_000_000_000 + (drift * 1000.0) as i128)
+            / 1_000_000_000_000_000_000) as i64
     };
     let mut samples = Vec::new();
     for _ in 0..5 {
@@ -54,7 +68,12 @@ fn device_clock_follows_env_settings() {
         let (rc, cnt) = info(0, 13);
         let after = monotonic_ns();
         assert_eq!(rc, 0);
-        assert!(expect(before) <= cnt && cnt <= expect(after), "syscnt {cnt} outside [{}, {}]", expect(before), expect(after));
+        assert!(
+            expect(before) <= cnt && cnt <= expect(after),
+            "syscnt {cnt} outside [{}, {}]",
+            expect(before),
+            expect(after)
+        );
         samples.push((after, cnt));
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

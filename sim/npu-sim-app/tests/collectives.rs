@@ -6,13 +6,28 @@ use npu_sim_app::*;
 
 fn collectives(nproc: &str, count: &str) {
     let dir = scratch_dir(&format!("coll{nproc}-{count}"));
-    run_ok(sim_command("npu-sim-run", &dir).args(["--nproc", nproc, "--", "npu-sim-app", "collectives", "--count", count]));
+    run_ok(sim_command("npu-sim-run", &dir).args([
+        "--nproc",
+        nproc,
+        "--",
+        "npu-sim-app",
+        "collectives",
+        "--count",
+        count,
+    ]));
     let truth = read_truth(&dir);
     assert_eq!(truth.len().to_string(), nproc);
     for lines in truth.values() {
         check_consistency(lines);
-        let hccl: Vec<_> = of_type(lines, "task").into_iter().filter(|t| t["kind"] == "HCCL").collect();
-        assert!(hccl.iter().all(|t| u(t, "status") == 0 && u(t, "sqe_type") == 13), "{hccl:?}");
+        let hccl: Vec<_> = of_type(lines, "task")
+            .into_iter()
+            .filter(|t| t["kind"] == "HCCL")
+            .collect();
+        assert!(
+            hccl.iter()
+                .all(|t| u(t, "status") == 0 && u(t, "sqe_type") == 13),
+            "{hccl:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -48,17 +63,39 @@ fn a_collective_waits_for_the_straggler() {
     let mut per_rank: Vec<Vec<(u64, u64)>> = Vec::new();
     let mut durations = BTreeMap::new();
     for lines in truth.values() {
-        let hccl: Vec<_> = of_type(lines, "task").into_iter().filter(|t| t["kind"] == "HCCL").collect();
-        let rank = if lines.iter().any(|l| l["fn"] == "HcclGetRootInfo") { 0 } else { 1 };
-        durations.insert(rank, hccl.iter().map(|t| u(t, "end_ns") - u(t, "start_ns")).collect::<Vec<_>>());
-        per_rank.push(hccl.iter().map(|t| (u(t, "start_ns"), u(t, "end_ns"))).collect());
+        let hccl: Vec<_> = of_type(lines, "task")
+            .into_iter()
+            .filter(|t| t["kind"] == "HCCL")
+            .collect();
+        let rank = if lines.iter().any(|l| l["fn"] == "HcclGetRootInfo") {
+            0
+        } else {
+            1
+        };
+        durations.insert(
+            rank,
+            hccl.iter()
+                .map(|t| u(t, "end_ns") - u(t, "start_ns"))
+                .collect::<Vec<_>>(),
+        );
+        per_rank.push(
+            hccl.iter()
+                .map(|t| (u(t, "start_ns"), u(t, "end_ns")))
+                .collect(),
+        );
     }
     assert_eq!(per_rank.len(), 2);
     for k in 0..3 {
         let last_start = per_rank.iter().map(|r| r[k].0).max().unwrap();
-        assert!(per_rank.iter().all(|r| r[k].1 >= last_start), "collective {k} ended before the last rank arrived");
+        assert!(
+            per_rank.iter().all(|r| r[k].1 >= last_start),
+            "collective {k} ended before the last rank arrived"
+        );
     }
     // Rank 0 arrives on time and waits about 40 ms for rank 1 each time.
-    assert!(durations[&0].iter().all(|d| *d >= 30_000_000), "rank 0 waited: {durations:?}");
+    assert!(
+        durations[&0].iter().all(|d| *d >= 30_000_000),
+        "rank 0 waited: {durations:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

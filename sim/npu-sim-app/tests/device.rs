@@ -9,7 +9,9 @@ use serde_json::Value;
 fn by_stream(lines: &[Value]) -> BTreeMap<(u64, u64), Vec<&Value>> {
     let mut m: BTreeMap<(u64, u64), Vec<&Value>> = BTreeMap::new();
     for t in of_type(lines, "task") {
-        m.entry((u(t, "device"), u(t, "stream"))).or_default().push(t);
+        m.entry((u(t, "device"), u(t, "stream")))
+            .or_default()
+            .push(t);
     }
     for ts in m.values_mut() {
         ts.sort_by_key(|t| u(t, "submit_ns"));
@@ -31,8 +33,17 @@ fn streams_run_in_order_and_concurrently_within_the_core_limit() {
     assert!(streams.len() >= 4, "one stream per thread");
     for ts in streams.values() {
         for w in ts.windows(2) {
-            assert!(u(w[1], "start_ns") >= u(w[0], "end_ns"), "stream overlaps itself: {} then {}", w[0], w[1]);
-            assert_eq!((u(w[0], "task") + 1) % 65536, u(w[1], "task"), "task ids are consecutive");
+            assert!(
+                u(w[1], "start_ns") >= u(w[0], "end_ns"),
+                "stream overlaps itself: {} then {}",
+                w[0],
+                w[1]
+            );
+            assert_eq!(
+                (u(w[0], "task") + 1) % 65536,
+                u(w[1], "task"),
+                "task ids are consecutive"
+            );
         }
     }
     // Sweep all task intervals: never more than 2 at once, and 2 at some point.
@@ -46,7 +57,10 @@ fn streams_run_in_order_and_concurrently_within_the_core_limit() {
         now += d;
         max = max.max(now);
     }
-    assert_eq!(max, 2, "concurrency is bounded by NPU_SIM_CORES=2 and reached");
+    assert_eq!(
+        max, 2,
+        "concurrency is bounded by NPU_SIM_CORES=2 and reached"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -62,18 +76,30 @@ fn event_waits_follow_their_records_and_sync_apis_wait() {
     for w in waits {
         let rec = tasks
             .iter()
-            .filter(|t| t["name"] == "EVENT_RECORD" && t["event"] == w["event"] && u(t, "submit_ns") < u(w, "submit_ns"))
+            .filter(|t| {
+                t["name"] == "EVENT_RECORD"
+                    && t["event"] == w["event"]
+                    && u(t, "submit_ns") < u(w, "submit_ns")
+            })
             .max_by_key(|t| u(t, "submit_ns"))
             .expect("a record before the wait");
-        assert!(u(w, "end_ns") >= u(rec, "end_ns"), "wait {w} ended before record {rec}");
+        assert!(
+            u(w, "end_ns") >= u(rec, "end_ns"),
+            "wait {w} ended before record {rec}"
+        );
     }
     // Synchronous copies and memsets finish inside their API call.
     for t in tasks.iter().filter(|t| t["async"] == false) {
         let api = lines
             .iter()
-            .find(|a| a["type"] == "api" && a["fn"] == t["api_fn"] && a["enter_ns"] == t["api_enter_ns"])
+            .find(|a| {
+                a["type"] == "api" && a["fn"] == t["api_fn"] && a["enter_ns"] == t["api_enter_ns"]
+            })
             .unwrap();
-        assert!(u(t, "end_ns") <= u(api, "exit_ns"), "sync task {t} outlives {api}");
+        assert!(
+            u(t, "end_ns") <= u(api, "exit_ns"),
+            "sync task {t} outlives {api}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -81,13 +107,21 @@ fn event_waits_follow_their_records_and_sync_apis_wait() {
 #[test]
 fn task_ids_wrap_at_16_bits() {
     let dir = scratch_dir("wrap");
-    run_ok(sim_command("npu-sim-app", &dir).env("NPU_SIM_TASK_ID_START", "65530").args(["train", "--steps", "3"]));
+    run_ok(
+        sim_command("npu-sim-app", &dir)
+            .env("NPU_SIM_TASK_ID_START", "65530")
+            .args(["train", "--steps", "3"]),
+    );
     let truth = read_truth(&dir);
     let lines = truth.values().next().unwrap();
     check_consistency(lines);
     let mut wrapped = 0;
     for ts in by_stream(lines).values() {
-        assert_eq!(u(ts[0], "task"), 65530, "every stream starts at NPU_SIM_TASK_ID_START");
+        assert_eq!(
+            u(ts[0], "task"),
+            65530,
+            "every stream starts at NPU_SIM_TASK_ID_START"
+        );
         for w in ts.windows(2) {
             assert_eq!((u(w[0], "task") + 1) % 65536, u(w[1], "task"));
             if u(w[0], "task") == 65535 {
@@ -102,7 +136,9 @@ fn task_ids_wrap_at_16_bits() {
         let (task, stream) = (&a["args"]["out_task_id"], &a["args"]["out_stream_id"]);
         let last = lines
             .iter()
-            .filter(|l| l["type"] == "task" && l["tid"] == a["tid"] && u(l, "submit_ns") < u(a, "enter_ns"))
+            .filter(|l| {
+                l["type"] == "task" && l["tid"] == a["tid"] && u(l, "submit_ns") < u(a, "enter_ns")
+            })
             .max_by_key(|l| u(l, "submit_ns"))
             .unwrap();
         assert_eq!((&last["task"], &last["stream"]), (task, stream));
@@ -118,14 +154,30 @@ fn faults_are_injected_with_real_error_codes() {
     let lines = truth.values().next().unwrap();
     check_consistency(lines);
     let ret = |f: &str, code: i64| lines.iter().any(|l| l["fn"] == f && l["ret"] == code);
-    assert!(ret("rtMalloc", 107000), "null devPtr: ACL_ERROR_RT_PARAM_INVALID from the runtime");
+    assert!(
+        ret("rtMalloc", 107000),
+        "null devPtr: ACL_ERROR_RT_PARAM_INVALID from the runtime"
+    );
     assert!(ret("rtSetDevice", 107001), "ACL_ERROR_RT_INVALID_DEVICEID");
-    assert!(ret("aclrtMalloc", 100000), "size 0: ACL_ERROR_INVALID_PARAM");
+    assert!(
+        ret("aclrtMalloc", 100000),
+        "size 0: ACL_ERROR_INVALID_PARAM"
+    );
     assert!(ret("HcclAllReduce", 2), "HCCL_E_PTR");
     assert!(ret("aclrtCreateEvent", 507899), "NPU_SIM_FAIL_API");
-    assert!(ret("aclrtSynchronizeStream", 507015), "ACL_ERROR_RT_AICORE_EXCEPTION");
-    let faulty: Vec<_> = of_type(lines, "task").into_iter().filter(|t| t["name"] == "faulty_kernel").collect();
+    assert!(
+        ret("aclrtSynchronizeStream", 507015),
+        "ACL_ERROR_RT_AICORE_EXCEPTION"
+    );
+    let faulty: Vec<_> = of_type(lines, "task")
+        .into_iter()
+        .filter(|t| t["name"] == "faulty_kernel")
+        .collect();
     let status: Vec<u64> = faulty.iter().map(|t| u(t, "status")).collect();
-    assert_eq!(status, [0, 507015, 0], "the 2nd launch faults (NPU_SIM_FAULT_KERNEL=faulty_kernel:2)");
+    assert_eq!(
+        status,
+        [0, 507015, 0],
+        "the 2nd launch faults (NPU_SIM_FAULT_KERNEL=faulty_kernel:2)"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

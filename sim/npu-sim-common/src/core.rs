@@ -46,5 +46,10 @@ pub fn outermost_api() -> Option<(String, u64)> {
     let mut enter = 0u64;
     // SAFETY: valid buffer and out-pointer.
     let n = unsafe { (core.npu_sim_outermost_api)(buf.as_mut_ptr(), buf.len(), &mut enter) };
-    (n > 0).then(|| (String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned(), enter))
+    (n > 0).then(|| {
+        (
+            String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned(),
+            enter,
+        )
+    })
 }

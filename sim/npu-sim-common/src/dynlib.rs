@@ -8,7 +8,11 @@
 use std::ffi::{CStr, CString, c_void};
 
 /// Where, relative to a library's own directory, the other libraries of the tree live.
-const TREE_DIRS: [&str; 3] = [".", "../../../driver/lib64", "../../ascend-toolkit/latest/lib64"];
+const TREE_DIRS: [&str; 3] = [
+    ".",
+    "../../../driver/lib64",
+    "../../ascend-toolkit/latest/lib64",
+];
 
 /// Opens `soname` (already loaded, on the search path, or in the installed tree). Aborts with a
 /// message if it cannot be found: the installation is broken and nothing sensible can follow.
@@ -31,11 +35,16 @@ pub fn open(soname: &str) -> *mut c_void {
             }
         }
     }
-    fatal(&format!("cannot load {soname}: {first_err} (source set_env.sh of the simulator tree)"))
+    fatal(&format!(
+        "cannot load {soname}: {first_err} (source set_env.sh of the simulator tree)"
+    ))
 }
 
 /// Resolves `name` (NUL-terminated) in `lib`, aborting if it is missing.
-pub fn sym(lib: *mut c_void, name: &'static str, soname: &str) -> *mut c_void {
+///
+/// # Safety
+/// `lib` is a handle returned by [`open`].
+pub unsafe fn sym(lib: *mut c_void, name: &'static str, soname: &str) -> *mut c_void {
     // SAFETY: `name` is NUL-terminated by the callers (the `import_table!` macro).
     let p = unsafe { libc::dlsym(lib, name.as_ptr().cast()) };
     if p.is_null() {
@@ -63,7 +72,9 @@ fn own_dir() -> Option<String> {
         return None;
     }
     // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
-    let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+    let path = unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
     let path = std::fs::canonicalize(&path).ok()?;
     Some(path.parent()?.to_string_lossy().into_owned())
 }

@@ -15,7 +15,11 @@ struct Fault {
 
 fn faults() -> &'static [Fault] {
     static F: OnceLock<Vec<Fault>> = OnceLock::new();
-    F.get_or_init(|| crate::env::string("NPU_SIM_FAIL_API").map(|v| parse(&v)).unwrap_or_default())
+    F.get_or_init(|| {
+        crate::env::string("NPU_SIM_FAIL_API")
+            .map(|v| parse(&v))
+            .unwrap_or_default()
+    })
 }
 
 fn parse(spec: &str) -> Vec<Fault> {
@@ -33,7 +37,12 @@ fn parse(spec: &str) -> Vec<Fault> {
             Some(c) => c.parse().ok().map(Some),
         };
         match (nth, code) {
-            (Some(nth), Some(code)) => out.push(Fault { func, nth, code, calls: AtomicU64::new(0) }),
+            (Some(nth), Some(code)) => out.push(Fault {
+                func,
+                nth,
+                code,
+                calls: AtomicU64::new(0),
+            }),
             _ => eprintln!("npu-sim: ignoring malformed NPU_SIM_FAIL_API entry {item:?}"),
         }
     }
@@ -65,7 +74,10 @@ mod tests {
     fn parses_specs() {
         let f = parse("aclrtMalloc, rtFree:3:107000 ,HcclAllReduce:*,bad:x");
         assert_eq!(f.len(), 3);
-        assert_eq!((f[0].func.as_str(), f[0].nth, f[0].code), ("aclrtMalloc", 1, None));
+        assert_eq!(
+            (f[0].func.as_str(), f[0].nth, f[0].code),
+            ("aclrtMalloc", 1, None)
+        );
         assert_eq!((f[1].nth, f[1].code), (3, Some(107000)));
         assert_eq!(f[2].nth, 0);
     }

@@ -74,7 +74,9 @@ pub fn api<R: Ret>(
         line.clear();
         let mut o = Obj::begin(line);
         o.str("type", "api").str("lib", lib).str("fn", name);
-        o.u64("pid", pid().into()).u64("tid", tid().into()).u64("depth", depth.into());
+        o.u64("pid", pid().into())
+            .u64("tid", tid().into())
+            .u64("depth", depth.into());
         o.u64("enter_ns", enter_ns).u64("exit_ns", exit_ns);
         ret.write(&mut o);
         o.obj("args", args);
@@ -84,11 +86,12 @@ pub fn api<R: Ret>(
         unsafe { (core.npu_sim_api_exit)(line.as_ptr(), line.len()) };
     };
     // During thread teardown the thread-local buffer may be gone: use a fresh one.
-    let mut args_write = Some(write);
-    if LINE.try_with(|l| (args_write.take().expect("called once"))(&mut l.borrow_mut())).is_err() {
-        if let Some(w) = args_write {
-            w(&mut String::new());
-        }
+    let mut write = Some(write);
+    let used_tls = LINE
+        .try_with(|l| (write.take().expect("called once"))(&mut l.borrow_mut()))
+        .is_ok();
+    if let (false, Some(w)) = (used_tls, write) {
+        w(&mut String::new());
     }
     ret
 }

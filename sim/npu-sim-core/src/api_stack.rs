@@ -51,7 +51,11 @@ pub unsafe extern "C" fn npu_sim_api_exit(line: *const u8, len: usize) {
 /// Copies the name of this thread's outermost API call in progress into `buf` and its entry
 /// time into `*enter_ns`; returns the name's length, 0 when no API call is in progress.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn npu_sim_outermost_api(buf: *mut u8, cap: usize, enter_ns: *mut u64) -> usize {
+pub unsafe extern "C" fn npu_sim_outermost_api(
+    buf: *mut u8,
+    cap: usize,
+    enter_ns: *mut u64,
+) -> usize {
     STACK
         .try_with(|s| {
             let s = s.borrow();

@@ -37,12 +37,21 @@ fn open() -> Option<Truth> {
     // SAFETY: NUL-terminated path.
     let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o644) };
     if fd < 0 {
-        eprintln!("npu-sim: cannot open {path}: {}", std::io::Error::last_os_error());
+        eprintln!(
+            "npu-sim: cannot open {path}: {}",
+            std::io::Error::last_os_error()
+        );
         return None;
     }
     // SAFETY: registering a plain extern "C" function.
     unsafe { libc::atexit(flush_at_exit) };
-    Some(Truth { fd, buf: Mutex::new(Buf { data: Vec::with_capacity(FLUSH_BYTES * 2), since_ns: 0 }) })
+    Some(Truth {
+        fd,
+        buf: Mutex::new(Buf {
+            data: Vec::with_capacity(FLUSH_BYTES * 2),
+            since_ns: 0,
+        }),
+    })
 }
 
 extern "C" fn flush_at_exit() {
@@ -57,7 +66,10 @@ fn write_all(fd: i32, mut data: &[u8]) {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            eprintln!("npu-sim: writing ground truth: {}", std::io::Error::last_os_error());
+            eprintln!(
+                "npu-sim: writing ground truth: {}",
+                std::io::Error::last_os_error()
+            );
             return;
         }
         data = &data[n as usize..];

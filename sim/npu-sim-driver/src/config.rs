@@ -31,8 +31,12 @@ pub fn get() -> &'static Config {
         cores: env::parse("NPU_SIM_CORES", 4u32).clamp(1, 64),
         sq_depth: env::parse("NPU_SIM_SQ_DEPTH", 1024usize).max(1),
         time_scale: env::parse("NPU_SIM_TIME_SCALE", 1.0f64).max(0.0),
-        kernel_us: env::string("NPU_SIM_KERNEL_US").map(|v| parse_kernel_us(&v)).unwrap_or_default(),
-        fault_kernels: env::string("NPU_SIM_FAULT_KERNEL").map(|v| parse_faults(&v)).unwrap_or_default(),
+        kernel_us: env::string("NPU_SIM_KERNEL_US")
+            .map(|v| parse_kernel_us(&v))
+            .unwrap_or_default(),
+        fault_kernels: env::string("NPU_SIM_FAULT_KERNEL")
+            .map(|v| parse_faults(&v))
+            .unwrap_or_default(),
         straggler_ms: env::parse("NPU_SIM_STRAGGLER_MS", 0u64),
         clock: Clock {
             freq_hz: env::parse("NPU_SIM_DEV_FREQ_HZ", 50_000_000u64).max(1000),
@@ -45,7 +49,10 @@ pub fn get() -> &'static Config {
 fn parse_kernel_us(v: &str) -> HashMap<String, f64> {
     let mut m = HashMap::new();
     for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match item.split_once('=').map(|(k, us)| (k, us.trim().parse::<f64>())) {
+        match item
+            .split_once('=')
+            .map(|(k, us)| (k, us.trim().parse::<f64>()))
+        {
             Some((k, Ok(us))) if us >= 0.0 => {
                 m.insert(k.trim().to_string(), us);
             }

@@ -53,17 +53,26 @@ pub fn kernel_base_us(cfg: &Config, ty: u8, name: &str) -> f64 {
         return AICPU_KERNEL_US;
     }
     let lower = name.to_ascii_lowercase();
-    KERNEL_US.iter().find(|(k, _)| lower.contains(k)).map_or(DEFAULT_KERNEL_US, |(_, us)| *us)
+    KERNEL_US
+        .iter()
+        .find(|(k, _)| lower.contains(k))
+        .map_or(DEFAULT_KERNEL_US, |(_, us)| *us)
 }
 
 /// A kernel of `block_dim` blocks.
 pub fn kernel_ns(cfg: &Config, ty: u8, name: &str, block_dim: u16) -> u64 {
     let waves = u64::from(block_dim.max(1)).div_ceil(AICORE_NUM) as f64;
-    scaled(cfg, TASK_OVERHEAD_US + kernel_base_us(cfg, ty, name) * waves)
+    scaled(
+        cfg,
+        TASK_OVERHEAD_US + kernel_base_us(cfg, ty, name) * waves,
+    )
 }
 
 pub fn memcpy_ns(cfg: &Config, kind: u32, bytes: u64) -> u64 {
-    scaled(cfg, TASK_OVERHEAD_US + 1.0 + bytes as f64 / copy_bandwidth(kind))
+    scaled(
+        cfg,
+        TASK_OVERHEAD_US + 1.0 + bytes as f64 / copy_bandwidth(kind),
+    )
 }
 
 pub fn memset_ns(cfg: &Config, bytes: u64) -> u64 {

@@ -67,7 +67,11 @@ pub fn get(id: u32) -> Option<&'static Device> {
     static DEVICES: OnceLock<Vec<OnceLock<&'static Device>>> = OnceLock::new();
     let cfg = config::get();
     let slots = DEVICES.get_or_init(|| (0..cfg.device_count).map(|_| OnceLock::new()).collect());
-    Some(*slots.get(id as usize)?.get_or_init(|| Device::start(id, cfg)))
+    Some(
+        *slots
+            .get(id as usize)?
+            .get_or_init(|| Device::start(id, cfg)),
+    )
 }
 
 impl Device {
@@ -96,22 +100,41 @@ impl Device {
 
     /// Queues `sqes` on SQ `sq_id`; returns the SQ position of the first one, or `None` if the
     /// SQ stayed full for `timeout` (infinite when `None`).
-    pub fn submit(&self, sq_id: u32, sqes: &[Sqe], timeout: Option<Duration>, tid: u32) -> Option<u32> {
+    pub fn submit(
+        &self,
+        sq_id: u32,
+        sqes: &[Sqe],
+        timeout: Option<Duration>,
+        tid: u32,
+    ) -> Option<u32> {
         let api = npu_sim_common::core::outermost_api().map(Arc::new);
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut st = self.lock();
         let mut first_pos = None;
         for sqe in sqes {
-            while st.sqs.get(&sq_id).is_some_and(|sq| sq.queue.len() >= self.cfg.sq_depth) {
+            while st
+                .sqs
+                .get(&sq_id)
+                .is_some_and(|sq| sq.queue.len() >= self.cfg.sq_depth)
+            {
                 st = match deadline {
                     None => self.space.wait(st).unwrap_or_else(|e| e.into_inner()),
                     Some(d) => {
                         let left = d.checked_duration_since(Instant::now())?;
-                        self.space.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0
+                        self.space
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0
                     }
                 };
             }
-            let task = Task { sqe: *sqe, sq_id, submit_ns: monotonic_ns(), tid, api: api.clone() };
+            let task = Task {
+                sqe: *sqe,
+                sq_id,
+                submit_ns: monotonic_ns(),
+                tid,
+                api: api.clone(),
+            };
             let sq = st.sqs.entry(sq_id).or_default();
             first_pos.get_or_insert(u32::from(sq.tail));
             sq.tail = sq.tail.wrapping_add(1);
@@ -129,9 +152,15 @@ impl Device {
         let mut st = self.lock();
         if st.cq.is_empty() {
             st = match timeout {
-                None => self.cq_ready.wait_while(st, |s| s.cq.is_empty()).unwrap_or_else(|e| e.into_inner()),
+                None => self
+                    .cq_ready
+                    .wait_while(st, |s| s.cq.is_empty())
+                    .unwrap_or_else(|e| e.into_inner()),
                 Some(t) => {
-                    self.cq_ready.wait_timeout_while(st, t, |s| s.cq.is_empty()).unwrap_or_else(|e| e.into_inner()).0
+                    self.cq_ready
+                        .wait_timeout_while(st, t, |s| s.cq.is_empty())
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
                 }
             };
         }
@@ -143,17 +172,31 @@ impl Device {
         set_timer_slack_ns(1000);
         loop {
             let task = {
-                let mut st = self.work.wait_while(self.lock(), |s| s.ready.is_empty()).unwrap_or_else(|e| e.into_inner());
-                let Some(sq_id) = st.ready.pop_front() else { continue };
-                let Some(sq) = st.sqs.get_mut(&sq_id) else { continue };
-                let Some(task) = sq.queue.pop_front() else { continue };
+                let mut st = self
+                    .work
+                    .wait_while(self.lock(), |s| s.ready.is_empty())
+                    .unwrap_or_else(|e| e.into_inner());
+                let Some(sq_id) = st.ready.pop_front() else {
+                    continue;
+                };
+                let Some(sq) = st.sqs.get_mut(&sq_id) else {
+                    continue;
+                };
+                let Some(task) = sq.queue.pop_front() else {
+                    continue;
+                };
                 sq.busy = true;
                 sq.head = sq.head.wrapping_add(1);
                 if task.sqe.ty() == sqe_type::EVENT_WAIT {
                     let event = task.sqe.u32_at(sqe_off::EVENT_ID);
                     let generation = task.sqe.u64_at(sqe_off::EVENT_GEN);
                     if st.events.get(&event).copied().unwrap_or(0) < generation {
-                        st.parked.push(Parked { task, since_ns: monotonic_ns(), event, generation });
+                        st.parked.push(Parked {
+                            task,
+                            since_ns: monotonic_ns(),
+                            event,
+                            generation,
+                        });
                         self.space.notify_all();
                         continue;
                     }

@@ -21,7 +21,12 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn ok(start_ns: u64, end_ns: u64) -> Outcome {
-        Outcome { status: 0, error_type: abi::CQE_ERROR_TYPE_NONE, start_ns, end_ns }
+        Outcome {
+            status: 0,
+            error_type: abi::CQE_ERROR_TYPE_NONE,
+            start_ns,
+            end_ns,
+        }
     }
 }
 
@@ -79,13 +84,27 @@ pub fn run(dev: &Device, task: &Task) -> Outcome {
                 };
             }
             // The transfer starts once the exchange saw every rank arrive.
-            monotonic_ns() + cost::hccl_ns(cfg, sqe.u64_at(sqe_off::HCCL_BYTES), sqe.u32_at(sqe_off::HCCL_NRANKS))
+            monotonic_ns()
+                + cost::hccl_ns(
+                    cfg,
+                    sqe.u64_at(sqe_off::HCCL_BYTES),
+                    sqe.u32_at(sqe_off::HCCL_NRANKS),
+                )
         }
         _ => start_ns + cost::event_ns(cfg),
     };
     sleep_until(busy_until);
-    let error_type = if status == 0 { abi::CQE_ERROR_TYPE_NONE } else { abi::CQE_ERROR_TYPE_EXCEPTION };
-    Outcome { status, error_type, start_ns, end_ns: monotonic_ns() }
+    let error_type = if status == 0 {
+        abi::CQE_ERROR_TYPE_NONE
+    } else {
+        abi::CQE_ERROR_TYPE_EXCEPTION
+    };
+    Outcome {
+        status,
+        error_type,
+        start_ns,
+        end_ns: monotonic_ns(),
+    }
 }
 
 /// The NUL-terminated name an SQE points to at `off` ("" if none).
@@ -105,7 +124,10 @@ fn kernel_faults(cfg: &Config, name: &str) -> bool {
         return false;
     };
     let mut launches = LAUNCHES.lock().unwrap_or_else(|e| e.into_inner());
-    let count = launches.get_or_insert_with(HashMap::new).entry(name.to_string()).or_insert(0);
+    let count = launches
+        .get_or_insert_with(HashMap::new)
+        .entry(name.to_string())
+        .or_insert(0);
     *count += 1;
     *nth == 0 || *nth == *count
 }
@@ -118,6 +140,13 @@ fn sleep_until(deadline_ns: u64) {
     // SAFETY: absolute CLOCK_MONOTONIC sleep with a valid timespec; EINTR just ends it early,
     // which the loop below covers.
     while monotonic_ns() < deadline_ns {
-        unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
     }
 }

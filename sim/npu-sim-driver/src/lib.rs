@@ -24,7 +24,12 @@ fn timeout_ms(ms: i32) -> Option<Duration> {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn halGetDeviceInfo(devId: u32, moduleType: i32, infoType: i32, value: *mut i64) -> i32 {
+pub unsafe extern "C" fn halGetDeviceInfo(
+    devId: u32,
+    moduleType: i32,
+    infoType: i32,
+    value: *mut i64,
+) -> i32 {
     api(
         LIB,
         "halGetDeviceInfo",
@@ -32,10 +37,16 @@ pub unsafe extern "C" fn halGetDeviceInfo(devId: u32, moduleType: i32, infoType:
             if value.is_null() {
                 return abi::DRV_ERROR_INVALID_VALUE;
             }
-            let Some(dev) = device::get(devId) else { return abi::DRV_ERROR_INVALID_DEVICE };
+            let Some(dev) = device::get(devId) else {
+                return abi::DRV_ERROR_INVALID_DEVICE;
+            };
             let v = match (moduleType, infoType) {
-                (abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_SYS_COUNT) => dev.cfg.clock.cnt_at(monotonic_ns()) as i64,
-                (abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_DEV_OSC_FREQUE) => (dev.cfg.clock.freq_hz / 1000) as i64,
+                (abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_SYS_COUNT) => {
+                    dev.cfg.clock.cnt_at(monotonic_ns()) as i64
+                }
+                (abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_DEV_OSC_FREQUE) => {
+                    (dev.cfg.clock.freq_hz / 1000) as i64
+                }
                 _ => return abi::DRV_ERROR_NOT_SUPPORT,
             };
             // SAFETY: checked non-null; the caller provides a writable int64_t.
@@ -43,7 +54,9 @@ pub unsafe extern "C" fn halGetDeviceInfo(devId: u32, moduleType: i32, infoType:
             abi::DRV_ERROR_NONE
         },
         |a| {
-            a.u64("devId", devId.into()).i64("moduleType", moduleType.into()).i64("infoType", infoType.into());
+            a.u64("devId", devId.into())
+                .i64("moduleType", moduleType.into())
+                .i64("infoType", infoType.into());
             a.u64("value", value as u64);
             if !value.is_null() {
                 // SAFETY: non-null out-parameter, written above or left as the caller set it.
@@ -60,16 +73,26 @@ pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -
         "halSqTaskSend",
         || {
             // SAFETY: the caller passes null or a valid halTaskSendInfo.
-            let Some(info) = (unsafe { info.as_mut() }) else { return abi::DRV_ERROR_INVALID_VALUE };
+            let Some(info) = (unsafe { info.as_mut() }) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
             if info.sqe_addr.is_null() || info.sqe_num == 0 {
                 return abi::DRV_ERROR_INVALID_VALUE;
             }
-            let Some(dev) = device::get(devId) else { return abi::DRV_ERROR_INVALID_DEVICE };
+            let Some(dev) = device::get(devId) else {
+                return abi::DRV_ERROR_INVALID_DEVICE;
+            };
             let sqes: Vec<Sqe> = (0..info.sqe_num as usize)
                 .map(|i| {
                     let mut s = Sqe::default();
                     // SAFETY: the caller provides sqe_num SQEs of 64 bytes at sqe_addr.
-                    unsafe { std::ptr::copy_nonoverlapping(info.sqe_addr.add(i * SQE_SIZE), s.0.as_mut_ptr(), SQE_SIZE) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            info.sqe_addr.add(i * SQE_SIZE),
+                            s.0.as_mut_ptr(),
+                            SQE_SIZE,
+                        )
+                    };
                     s
                 })
                 .collect();
@@ -85,13 +108,20 @@ pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -
             a.u64("devId", devId.into()).u64("info", info as u64);
             // SAFETY: as above.
             if let Some(i) = unsafe { info.as_ref() } {
-                a.i64("type", i.type_.into()).u64("tsId", i.ts_id.into()).u64("sqId", i.sq_id.into());
-                a.i64("timeout", i.timeout.into()).u64("sqe_num", i.sqe_num.into()).u64("pos", i.pos.into());
+                a.i64("type", i.type_.into())
+                    .u64("tsId", i.ts_id.into())
+                    .u64("sqId", i.sq_id.into());
+                a.i64("timeout", i.timeout.into())
+                    .u64("sqe_num", i.sqe_num.into())
+                    .u64("pos", i.pos.into());
                 if !i.sqe_addr.is_null() && i.sqe_num > 0 {
                     let mut s = Sqe::default();
                     // SAFETY: at least one SQE at sqe_addr.
-                    unsafe { std::ptr::copy_nonoverlapping(i.sqe_addr, s.0.as_mut_ptr(), SQE_SIZE) };
-                    a.u64("sqe_type", s.ty().into()).u64("stream_id", s.stream_id().into());
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(i.sqe_addr, s.0.as_mut_ptr(), SQE_SIZE)
+                    };
+                    a.u64("sqe_type", s.ty().into())
+                        .u64("stream_id", s.stream_id().into());
                     a.u64("task_id", s.task_id().into());
                 }
             }
@@ -106,12 +136,16 @@ pub unsafe extern "C" fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInf
         "halCqReportRecv",
         || {
             // SAFETY: the caller passes null or a valid halReportRecvInfo.
-            let Some(info) = (unsafe { info.as_mut() }) else { return abi::DRV_ERROR_INVALID_VALUE };
+            let Some(info) = (unsafe { info.as_mut() }) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
             info.report_cqe_num = 0;
             if info.cqe_addr.is_null() || info.cqe_num == 0 {
                 return abi::DRV_ERROR_INVALID_VALUE;
             }
-            let Some(dev) = device::get(devId) else { return abi::DRV_ERROR_INVALID_DEVICE };
+            let Some(dev) = device::get(devId) else {
+                return abi::DRV_ERROR_INVALID_DEVICE;
+            };
             let cqes = dev.receive(info.cqe_num as usize, timeout_ms(info.timeout));
             if cqes.is_empty() {
                 return abi::DRV_ERROR_WAIT_TIMEOUT;
@@ -119,7 +153,11 @@ pub unsafe extern "C" fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInf
             for (i, cqe) in cqes.iter().enumerate() {
                 // SAFETY: the caller provides room for cqe_num CQEs; Cqe is packed plain data.
                 unsafe {
-                    std::ptr::copy_nonoverlapping((cqe as *const Cqe).cast::<u8>(), info.cqe_addr.add(i * CQE_SIZE), CQE_SIZE)
+                    std::ptr::copy_nonoverlapping(
+                        (cqe as *const Cqe).cast::<u8>(),
+                        info.cqe_addr.add(i * CQE_SIZE),
+                        CQE_SIZE,
+                    )
                 };
             }
             info.report_cqe_num = cqes.len() as u32;
@@ -129,8 +167,11 @@ pub unsafe extern "C" fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInf
             a.u64("devId", devId.into()).u64("info", info as u64);
             // SAFETY: as above.
             if let Some(i) = unsafe { info.as_ref() } {
-                a.i64("type", i.type_.into()).u64("tsId", i.ts_id.into()).u64("cqId", i.cq_id.into());
-                a.i64("timeout", i.timeout.into()).u64("cqe_num", i.cqe_num.into());
+                a.i64("type", i.type_.into())
+                    .u64("tsId", i.ts_id.into())
+                    .u64("cqId", i.cq_id.into());
+                a.i64("timeout", i.timeout.into())
+                    .u64("cqe_num", i.cqe_num.into());
                 a.u64("report_cqe_num", i.report_cqe_num.into());
             }
         },

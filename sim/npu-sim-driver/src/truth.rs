@@ -14,8 +14,12 @@ pub fn clock_line(dev: &Device) {
     let c = dev.cfg.clock;
     let mut line = String::with_capacity(160);
     let mut o = Obj::begin(&mut line);
-    o.str("type", "clock").u64("pid", pid().into()).u64("device", dev.id.into());
-    o.u64("freq_hz", c.freq_hz).i64("offset_ns", c.offset_ns).f64("drift_ppm", c.drift_ppm);
+    o.str("type", "clock")
+        .u64("pid", pid().into())
+        .u64("device", dev.id.into());
+    o.u64("freq_hz", c.freq_hz)
+        .i64("offset_ns", c.offset_ns)
+        .f64("drift_ppm", c.drift_ppm);
     o.end();
     line.push('\n');
     core::write_truth(&line);
@@ -39,30 +43,57 @@ pub fn task_line(dev: &Device, task: &Task, out: &Outcome) {
     let ty = sqe.ty();
     let mut line = String::with_capacity(400);
     let mut o = Obj::begin(&mut line);
-    o.str("type", "task").u64("pid", pid().into()).u64("device", dev.id.into());
-    o.u64("stream", sqe.stream_id().into()).u64("task", sqe.task_id().into()).u64("sq", task.sq_id.into());
+    o.str("type", "task")
+        .u64("pid", pid().into())
+        .u64("device", dev.id.into());
+    o.u64("stream", sqe.stream_id().into())
+        .u64("task", sqe.task_id().into())
+        .u64("sq", task.sq_id.into());
     let (kind, name, bytes) = match ty {
-        sqe_type::AICORE | sqe_type::AICPU | sqe_type::AIV => ("KERNEL", name_of(sqe, sqe_off::KERNEL_NAME), 0),
+        sqe_type::AICORE | sqe_type::AICPU | sqe_type::AIV => {
+            ("KERNEL", name_of(sqe, sqe_off::KERNEL_NAME), 0)
+        }
         sqe_type::SDMA => {
             let k = sqe.u32_at(sqe_off::COPY_KIND);
-            ("MEMCPY", copy_name(k).to_string(), sqe.u64_at(sqe_off::COPY_BYTES))
+            (
+                "MEMCPY",
+                copy_name(k).to_string(),
+                sqe.u64_at(sqe_off::COPY_BYTES),
+            )
         }
-        sqe_type::MEMSET => ("MEMSET", "MEMSET".to_string(), sqe.u64_at(sqe_off::SET_BYTES)),
-        sqe_type::HCCL => ("HCCL", name_of(sqe, sqe_off::HCCL_NAME), sqe.u64_at(sqe_off::HCCL_BYTES)),
+        sqe_type::MEMSET => (
+            "MEMSET",
+            "MEMSET".to_string(),
+            sqe.u64_at(sqe_off::SET_BYTES),
+        ),
+        sqe_type::HCCL => (
+            "HCCL",
+            name_of(sqe, sqe_off::HCCL_NAME),
+            sqe.u64_at(sqe_off::HCCL_BYTES),
+        ),
         sqe_type::EVENT_RECORD => ("EVENT", "EVENT_RECORD".to_string(), 0),
         sqe_type::EVENT_WAIT => ("EVENT", "EVENT_WAIT".to_string(), 0),
         _ => ("OTHER", String::new(), 0),
     };
-    o.str("kind", kind).str("name", &name).u64("sqe_type", ty.into()).u64("block_dim", sqe.block_dim().into());
+    o.str("kind", kind)
+        .str("name", &name)
+        .u64("sqe_type", ty.into())
+        .u64("block_dim", sqe.block_dim().into());
     o.u64("bytes", bytes).u64("status", out.status.into());
     match ty {
         sqe_type::SDMA => {
             o.u64("copy_kind", sqe.u32_at(sqe_off::COPY_KIND).into());
-            o.bool("async", sqe.u32_at(sqe_off::COPY_FLAGS) & abi::SQE_FLAG_SYNC == 0);
+            o.bool(
+                "async",
+                sqe.u32_at(sqe_off::COPY_FLAGS) & abi::SQE_FLAG_SYNC == 0,
+            );
         }
         sqe_type::MEMSET => {
             o.u64("value", sqe.u32_at(sqe_off::SET_VALUE).into());
-            o.bool("async", sqe.u32_at(sqe_off::SET_FLAGS) & abi::SQE_FLAG_SYNC == 0);
+            o.bool(
+                "async",
+                sqe.u32_at(sqe_off::SET_FLAGS) & abi::SQE_FLAG_SYNC == 0,
+            );
         }
         sqe_type::HCCL => {
             o.u64("nranks", sqe.u32_at(sqe_off::HCCL_NRANKS).into());
@@ -73,8 +104,11 @@ pub fn task_line(dev: &Device, task: &Task, out: &Outcome) {
         _ => {}
     }
     let c = dev.cfg.clock;
-    o.u64("start_cnt", c.cnt_at(out.start_ns)).u64("end_cnt", c.cnt_at(out.end_ns));
-    o.u64("start_ns", out.start_ns).u64("end_ns", out.end_ns).u64("submit_ns", task.submit_ns);
+    o.u64("start_cnt", c.cnt_at(out.start_ns))
+        .u64("end_cnt", c.cnt_at(out.end_ns));
+    o.u64("start_ns", out.start_ns)
+        .u64("end_ns", out.end_ns)
+        .u64("submit_ns", task.submit_ns);
     o.u64("tid", task.tid.into());
     match &task.api {
         Some(api) => o.str("api_fn", &api.0).u64("api_enter_ns", api.1),

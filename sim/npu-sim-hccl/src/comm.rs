@@ -77,9 +77,13 @@ impl Comm {
             return Err(abi::HCCL_E_PARA);
         }
         let name_bytes = &root[ROOT_MAGIC.len()..];
-        let end = name_bytes.iter().position(|b| *b == 0).ok_or(abi::HCCL_E_PARA)?;
+        let end = name_bytes
+            .iter()
+            .position(|b| *b == 0)
+            .ok_or(abi::HCCL_E_PARA)?;
         let name = CString::new(&name_bytes[..end]).map_err(|_| abi::HCCL_E_PARA)?;
-        let len = SLOTS_OFF + nranks as usize * SLOT_BYTES + (nranks * nranks) as usize * CHAN_BYTES;
+        let len =
+            SLOTS_OFF + nranks as usize * SLOT_BYTES + (nranks * nranks) as usize * CHAN_BYTES;
         // SAFETY: plain shm_open/ftruncate/mmap of a file we create or share.
         let base = unsafe {
             let fd = libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600);
@@ -87,19 +91,33 @@ impl Comm {
                 return Err(abi::HCCL_E_SYSCALL);
             }
             let ok = libc::ftruncate(fd, len as libc::off_t) == 0;
-            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
             libc::close(fd);
             if !ok || p == libc::MAP_FAILED {
                 return Err(abi::HCCL_E_SYSCALL);
             }
             p.cast::<u8>()
         };
-        let comm = Comm { rank, nranks, base, len, epoch: AtomicU64::new(0), exec_lock: Default::default() };
+        let comm = Comm {
+            rank,
+            nranks,
+            base,
+            len,
+            epoch: AtomicU64::new(0),
+            exec_lock: Default::default(),
+        };
         let size = comm.u32_at(8);
-        if let Err(existing) = size.compare_exchange(0, nranks, Ordering::AcqRel, Ordering::Acquire) {
-            if existing != nranks {
-                return Err(abi::HCCL_E_PARA);
-            }
+        if let Err(existing) = size.compare_exchange(0, nranks, Ordering::AcqRel, Ordering::Acquire)
+            && existing != nranks
+        {
+            return Err(abi::HCCL_E_PARA);
         }
         comm.u32_at(12).fetch_add(1, Ordering::AcqRel);
         let limit = timeout_from_env("HCCL_CONNECT_TIMEOUT");
@@ -125,9 +143,14 @@ impl Comm {
     /// Every rank reaches this point before any continues.
     pub fn barrier(&self, limit: Duration) -> Result<(), i32> {
         let e = self.epoch.fetch_add(1, Ordering::Relaxed) + 1;
-        self.u64_at(EPOCH_OFF + 64 * self.rank as usize).store(e, Ordering::Release);
+        self.u64_at(EPOCH_OFF + 64 * self.rank as usize)
+            .store(e, Ordering::Release);
         wait_until(limit, || {
-            (0..self.nranks).all(|r| self.u64_at(EPOCH_OFF + 64 * r as usize).load(Ordering::Acquire) >= e)
+            (0..self.nranks).all(|r| {
+                self.u64_at(EPOCH_OFF + 64 * r as usize)
+                    .load(Ordering::Acquire)
+                    >= e
+            })
         })
     }
 
@@ -142,7 +165,9 @@ impl Comm {
         let hdr = CHAN_HDR_OFF + 16 * ((src * MAX_RANKS + dst) as usize);
         let buf_off = SLOTS_OFF + self.nranks as usize * SLOT_BYTES + i * CHAN_BYTES;
         // SAFETY: inside the mapping.
-        (self.u64_at(hdr), self.u64_at(hdr + 8), unsafe { self.base.add(buf_off) })
+        (self.u64_at(hdr), self.u64_at(hdr + 8), unsafe {
+            self.base.add(buf_off)
+        })
     }
 
     /// Sends `len` bytes at `data` to `dst` through the channel's ring buffer (returns once
@@ -152,7 +177,9 @@ impl Comm {
         let mut off = 0;
         while off < len {
             let p = produced.load(Ordering::Relaxed);
-            wait_until(limit, || p - consumed.load(Ordering::Acquire) < CHAN_BYTES as u64)?;
+            wait_until(limit, || {
+                p - consumed.load(Ordering::Acquire) < CHAN_BYTES as u64
+            })?;
             let space = CHAN_BYTES - (p - consumed.load(Ordering::Acquire)) as usize;
             let n = space.min(len - off);
             // SAFETY: `data` has `len` readable bytes; ring positions stay inside the buffer.

@@ -149,7 +149,9 @@ pub fn reduce(acc: &mut [u8], src: &[u8], dt: DType, op: ReduceOp) {
             acc,
             src,
             op,
-            |b: &[u8]| f64::from(f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16)),
+            |b: &[u8]| f64::from(f32::from_bits(
+                u32::from(u16::from_le_bytes([b[0], b[1]])) << 16
+            )),
             |a: &mut [u8], r: f64| a.copy_from_slice(&f32_to_bf16(r as f32).to_le_bytes())
         ),
         DType::Opaque(_) => {}
@@ -213,10 +215,22 @@ mod tests {
 
     #[test]
     fn reduces_ints_and_floats() {
-        let mut a = [1i32, -5, 7].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>();
-        let b = [2i32, 3, -9].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>();
+        let mut a = [1i32, -5, 7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>();
+        let b = [2i32, 3, -9]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>();
         reduce(&mut a, &b, DType::I32, ReduceOp::Max);
-        assert_eq!(a, [2i32, 3, 7].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
+        assert_eq!(
+            a,
+            [2i32, 3, 7]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<_>>()
+        );
         let mut f = 1.5f32.to_le_bytes().to_vec();
         reduce(&mut f, &2.25f32.to_le_bytes(), DType::F32, ReduceOp::Sum);
         assert_eq!(f32::from_le_bytes(f.try_into().unwrap()), 3.75);

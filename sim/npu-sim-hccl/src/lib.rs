@@ -39,7 +39,12 @@ fn comm(h: HcclComm) -> Result<Arc<Comm>, i32> {
     if h.is_null() {
         return Err(abi::HCCL_E_PTR);
     }
-    COMMS.lock().unwrap_or_else(|e| e.into_inner()).get(&(h as usize)).cloned().ok_or(abi::HCCL_E_PARA)
+    COMMS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(h as usize))
+        .cloned()
+        .ok_or(abi::HCCL_E_PARA)
 }
 
 fn rc(r: Result<(), i32>) -> i32 {
@@ -47,7 +52,11 @@ fn rc(r: Result<(), i32>) -> i32 {
 }
 
 fn non_null(ptrs: &[*const c_void]) -> Result<(), i32> {
-    if ptrs.iter().any(|p| p.is_null()) { Err(abi::HCCL_E_PTR) } else { Ok(()) }
+    if ptrs.iter().any(|p| p.is_null()) {
+        Err(abi::HCCL_E_PTR)
+    } else {
+        Ok(())
+    }
 }
 
 /// Validates the common parts of a collective and submits it as a device task.
@@ -66,8 +75,11 @@ fn submit(op: Op, stream: Stream) -> Result<(), i32> {
     let ctx = Box::into_raw(Box::new(op));
     let mut sqe = Sqe::new(sqe_type::HCCL, 1);
     let exec: unsafe extern "C" fn(u64) -> u32 = ops::exec;
-    sqe.set_u64(sqe_off::HCCL_EXEC, exec as usize as u64).set_u64(sqe_off::HCCL_CTX, ctx as u64);
-    sqe.set_u64(sqe_off::HCCL_BYTES, bytes).set_u32(sqe_off::HCCL_NRANKS, n).set_u32(sqe_off::HCCL_OP, kind.code());
+    sqe.set_u64(sqe_off::HCCL_EXEC, exec as usize as u64)
+        .set_u64(sqe_off::HCCL_CTX, ctx as u64);
+    sqe.set_u64(sqe_off::HCCL_BYTES, bytes)
+        .set_u32(sqe_off::HCCL_NRANKS, n)
+        .set_u32(sqe_off::HCCL_OP, kind.code());
     sqe.set_u64(sqe_off::HCCL_NAME, kind.name().as_ptr() as u64);
     // SAFETY: one valid SQE.
     if unsafe { (Rt::get().npu_sim_rt_submit)(stream, sqe.0.as_ptr()) } != 0 {
@@ -88,11 +100,25 @@ fn reducing(dt: u32, op: u32) -> Result<(DType, ReduceOp), i32> {
 }
 
 fn rank_arg(c: &Comm, r: u32) -> Result<u32, i32> {
-    if r < c.nranks { Ok(r) } else { Err(abi::HCCL_E_PARA) }
+    if r < c.nranks {
+        Ok(r)
+    } else {
+        Err(abi::HCCL_E_PARA)
+    }
 }
 
-fn coll_args(a: &mut Obj, count_name: &str, count: u64, dataType: u32, comm: HcclComm, stream: Stream) {
-    a.u64(count_name, count).u64("dataType", dataType.into()).u64("comm", comm as u64).u64("stream", stream as u64);
+fn coll_args(
+    a: &mut Obj,
+    count_name: &str,
+    count: u64,
+    dataType: u32,
+    comm: HcclComm,
+    stream: Stream,
+) {
+    a.u64(count_name, count)
+        .u64("dataType", dataType.into())
+        .u64("comm", comm as u64)
+        .u64("stream", stream as u64);
 }
 
 #[unsafe(no_mangle)]
@@ -125,7 +151,12 @@ pub unsafe extern "C" fn HcclGetRootInfo(rootInfo: *mut u8) -> i32 {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn HcclCommInitRootInfo(nRanks: u32, rootInfo: *const u8, rank: u32, comm: *mut HcclComm) -> i32 {
+pub unsafe extern "C" fn HcclCommInitRootInfo(
+    nRanks: u32,
+    rootInfo: *const u8,
+    rank: u32,
+    comm: *mut HcclComm,
+) -> i32 {
     api(
         LIB,
         "HcclCommInitRootInfo",
@@ -146,8 +177,11 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(nRanks: u32, rootInfo: *const u8, 
             })())
         },
         |a| {
-            a.u64("nRanks", nRanks.into()).u64("rootInfo", rootInfo as u64).u64("rank", rank.into());
-            a.u64("comm", comm as u64).u64("out_comm", unsafe { out_ptr(comm) });
+            a.u64("nRanks", nRanks.into())
+                .u64("rootInfo", rootInfo as u64)
+                .u64("rank", rank.into());
+            a.u64("comm", comm as u64)
+                .u64("out_comm", unsafe { out_ptr(comm) });
         },
     )
 }
@@ -170,12 +204,23 @@ pub unsafe extern "C" fn HcclAllReduce(
                 let c = self::comm(comm)?;
                 non_null(&[sendBuf, recvBuf])?;
                 let (dtype, op) = reducing(dataType, op)?;
-                let o = Op { comm: c, kind: Kind::AllReduce, send: sendBuf.cast(), recv: recvBuf.cast(), count, dtype, op, peer: 0 };
+                let o = Op {
+                    comm: c,
+                    kind: Kind::AllReduce,
+                    send: sendBuf.cast(),
+                    recv: recvBuf.cast(),
+                    count,
+                    dtype,
+                    op,
+                    peer: 0,
+                };
                 submit(o, stream)
             })())
         },
         |a| {
-            a.u64("sendBuf", sendBuf as u64).u64("recvBuf", recvBuf as u64).u64("op", op.into());
+            a.u64("sendBuf", sendBuf as u64)
+                .u64("recvBuf", recvBuf as u64)
+                .u64("op", op.into());
             coll_args(a, "count", count, dataType, comm, stream);
         },
     )
@@ -199,7 +244,16 @@ pub unsafe extern "C" fn HcclBroadcast(
                 non_null(&[buf])?;
                 let dtype = DType::from_hccl(dataType)?;
                 let peer = rank_arg(&c, root)?;
-                let o = Op { comm: c, kind: Kind::Broadcast, send: buf.cast(), recv: buf.cast(), count, dtype, op: ReduceOp::Sum, peer };
+                let o = Op {
+                    comm: c,
+                    kind: Kind::Broadcast,
+                    send: buf.cast(),
+                    recv: buf.cast(),
+                    count,
+                    dtype,
+                    op: ReduceOp::Sum,
+                    peer,
+                };
                 submit(o, stream)
             })())
         },
@@ -241,7 +295,8 @@ pub unsafe extern "C" fn HcclAllGather(
             })())
         },
         |a| {
-            a.u64("sendBuf", sendBuf as u64).u64("recvBuf", recvBuf as u64);
+            a.u64("sendBuf", sendBuf as u64)
+                .u64("recvBuf", recvBuf as u64);
             coll_args(a, "sendCount", sendCount, dataType, comm, stream);
         },
     )
@@ -279,7 +334,9 @@ pub unsafe extern "C" fn HcclReduceScatter(
             })())
         },
         |a| {
-            a.u64("sendBuf", sendBuf as u64).u64("recvBuf", recvBuf as u64).u64("op", op.into());
+            a.u64("sendBuf", sendBuf as u64)
+                .u64("recvBuf", recvBuf as u64)
+                .u64("op", op.into());
             coll_args(a, "recvCount", recvCount, dataType, comm, stream);
         },
     )
@@ -305,12 +362,24 @@ pub unsafe extern "C" fn HcclReduce(
                 non_null(&[sendBuf, recvBuf])?;
                 let (dtype, op) = reducing(dataType, op)?;
                 let peer = rank_arg(&c, root)?;
-                let o = Op { comm: c, kind: Kind::Reduce, send: sendBuf.cast(), recv: recvBuf.cast(), count, dtype, op, peer };
+                let o = Op {
+                    comm: c,
+                    kind: Kind::Reduce,
+                    send: sendBuf.cast(),
+                    recv: recvBuf.cast(),
+                    count,
+                    dtype,
+                    op,
+                    peer,
+                };
                 submit(o, stream)
             })())
         },
         |a| {
-            a.u64("sendBuf", sendBuf as u64).u64("recvBuf", recvBuf as u64).u64("op", op.into()).u64("root", root.into());
+            a.u64("sendBuf", sendBuf as u64)
+                .u64("recvBuf", recvBuf as u64)
+                .u64("op", op.into())
+                .u64("root", root.into());
             coll_args(a, "count", count, dataType, comm, stream);
         },
     )
@@ -353,19 +422,46 @@ pub unsafe extern "C" fn HcclAlltoAll(
             })())
         },
         |a| {
-            a.u64("sendBuf", sendBuf as u64).u64("sendCount", sendCount).u64("sendType", sendType.into());
-            a.u64("recvBuf", recvBuf as u64).u64("recvCount", recvCount).u64("recvType", recvType.into());
+            a.u64("sendBuf", sendBuf as u64)
+                .u64("sendCount", sendCount)
+                .u64("sendType", sendType.into());
+            a.u64("recvBuf", recvBuf as u64)
+                .u64("recvCount", recvCount)
+                .u64("recvType", recvType.into());
             a.u64("comm", comm as u64).u64("stream", stream as u64);
         },
     )
 }
 
-fn p2p(kind: Kind, buf: *mut c_void, count: u64, dataType: u32, peer: u32, comm: HcclComm, stream: Stream) -> Result<(), i32> {
+fn p2p(
+    kind: Kind,
+    buf: *mut c_void,
+    count: u64,
+    dataType: u32,
+    peer: u32,
+    comm: HcclComm,
+    stream: Stream,
+) -> Result<(), i32> {
     let c = self::comm(comm)?;
     non_null(&[buf])?;
     let dtype = DType::from_hccl(dataType)?;
-    let peer = rank_arg(&c, peer).and_then(|p| if p == c.rank { Err(abi::HCCL_E_PARA) } else { Ok(p) })?;
-    let o = Op { comm: c, kind, send: buf.cast(), recv: buf.cast(), count, dtype, op: ReduceOp::Sum, peer };
+    let peer = rank_arg(&c, peer).and_then(|p| {
+        if p == c.rank {
+            Err(abi::HCCL_E_PARA)
+        } else {
+            Ok(p)
+        }
+    })?;
+    let o = Op {
+        comm: c,
+        kind,
+        send: buf.cast(),
+        recv: buf.cast(),
+        count,
+        dtype,
+        op: ReduceOp::Sum,
+        peer,
+    };
     submit(o, stream)
 }
 
@@ -378,10 +474,26 @@ pub unsafe extern "C" fn HcclSend(
     comm: HcclComm,
     stream: Stream,
 ) -> i32 {
-    api(LIB, "HcclSend", || rc(p2p(Kind::Send, sendBuf, count, dataType, destRank, comm, stream)), |a| {
-        a.u64("sendBuf", sendBuf as u64).u64("destRank", destRank.into());
-        coll_args(a, "count", count, dataType, comm, stream);
-    })
+    api(
+        LIB,
+        "HcclSend",
+        || {
+            rc(p2p(
+                Kind::Send,
+                sendBuf,
+                count,
+                dataType,
+                destRank,
+                comm,
+                stream,
+            ))
+        },
+        |a| {
+            a.u64("sendBuf", sendBuf as u64)
+                .u64("destRank", destRank.into());
+            coll_args(a, "count", count, dataType, comm, stream);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -393,10 +505,26 @@ pub unsafe extern "C" fn HcclRecv(
     comm: HcclComm,
     stream: Stream,
 ) -> i32 {
-    api(LIB, "HcclRecv", || rc(p2p(Kind::Recv, recvBuf, count, dataType, srcRank, comm, stream)), |a| {
-        a.u64("recvBuf", recvBuf as u64).u64("srcRank", srcRank.into());
-        coll_args(a, "count", count, dataType, comm, stream);
-    })
+    api(
+        LIB,
+        "HcclRecv",
+        || {
+            rc(p2p(
+                Kind::Recv,
+                recvBuf,
+                count,
+                dataType,
+                srcRank,
+                comm,
+                stream,
+            ))
+        },
+        |a| {
+            a.u64("recvBuf", recvBuf as u64)
+                .u64("srcRank", srcRank.into());
+            coll_args(a, "count", count, dataType, comm, stream);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -474,7 +602,11 @@ pub unsafe extern "C" fn HcclCommDestroy(comm: HcclComm) -> i32 {
                 return abi::HCCL_E_PTR;
             }
             // Collectives still queued keep the communicator alive through their Arc.
-            match COMMS.lock().unwrap_or_else(|e| e.into_inner()).remove(&(comm as usize)) {
+            match COMMS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&(comm as usize))
+            {
                 Some(_) => abi::HCCL_SUCCESS,
                 None => abi::HCCL_E_PARA,
             }

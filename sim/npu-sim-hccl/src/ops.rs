@@ -67,8 +67,9 @@ pub unsafe extern "C" fn exec(ctx: u64) -> u32 {
     // Collectives share the staging slots and barrier epochs, so they run one at a time; a
     // send and a receive use their own channels and may overlap anything (a ring of sends and
     // receives on two streams needs that).
-    let _one_at_a_time =
-        matches!(op.kind, Kind::Send | Kind::Recv).not().then(|| op.comm.exec_lock.lock().unwrap_or_else(|e| e.into_inner()));
+    let _one_at_a_time = matches!(op.kind, Kind::Send | Kind::Recv)
+        .not()
+        .then(|| op.comm.exec_lock.lock().unwrap_or_else(|e| e.into_inner()));
     match op.run() {
         Ok(()) => 0,
         Err(abi::HCCL_E_TIMEOUT) => abi::ACL_ERROR_RT_TASK_TIMEOUT as u32,
@@ -87,7 +88,9 @@ unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
 
 /// Chunks of `total` bytes of at most `chunk` bytes: (offset, length).
 fn chunks(total: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..total).step_by(chunk.max(1)).map(move |off| (off, chunk.min(total - off)))
+    (0..total)
+        .step_by(chunk.max(1))
+        .map(move |off| (off, chunk.min(total - off)))
 }
 
 impl Op {
@@ -109,7 +112,12 @@ impl Op {
                         if self.kind == Kind::AllReduce || me == self.peer {
                             copy(c.slot(0), acc.as_mut_ptr(), len);
                             for r in 1..n {
-                                reduce(&mut acc[..len], std::slice::from_raw_parts(c.slot(r), len), self.dtype, self.op);
+                                reduce(
+                                    &mut acc[..len],
+                                    std::slice::from_raw_parts(c.slot(r), len),
+                                    self.dtype,
+                                    self.op,
+                                );
                             }
                             copy(acc.as_ptr(), self.recv.add(off), len);
                         }
@@ -143,13 +151,21 @@ impl Op {
                     let mut acc = vec![0u8; chunk.min(bytes)];
                     for (off, len) in chunks(bytes, chunk) {
                         for dst in 0..n as usize {
-                            copy(self.send.add(dst * bytes + off), c.slot(me).add(dst * len), len);
+                            copy(
+                                self.send.add(dst * bytes + off),
+                                c.slot(me).add(dst * len),
+                                len,
+                            );
                         }
                         c.barrier(t)?;
                         let mine = me as usize * len;
                         if self.kind == Kind::AlltoAll {
                             for r in 0..n {
-                                copy(c.slot(r).add(mine), self.recv.add(r as usize * bytes + off), len);
+                                copy(
+                                    c.slot(r).add(mine),
+                                    self.recv.add(r as usize * bytes + off),
+                                    len,
+                                );
                             }
                         } else {
                             copy(c.slot(0).add(mine), acc.as_mut_ptr(), len);

@@ -18,7 +18,11 @@ static NEXT_RANGE: AtomicU64 = AtomicU64::new(1);
 static DOMAINS: LazyLock<Mutex<HashMap<usize, CString>>> = LazyLock::new(Mutex::default);
 
 fn domain_name(handle: *mut c_void) -> Option<CString> {
-    DOMAINS.lock().unwrap_or_else(|e| e.into_inner()).get(&(handle as usize)).cloned()
+    DOMAINS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(handle as usize))
+        .cloned()
 }
 
 fn domain_args(a: &mut Obj, handle: *mut c_void) {
@@ -29,28 +33,47 @@ fn domain_args(a: &mut Obj, handle: *mut c_void) {
 }
 
 fn new_range(message: *const c_char) -> u64 {
-    if message.is_null() { 0 } else { NEXT_RANGE.fetch_add(1, Ordering::Relaxed) }
+    if message.is_null() {
+        0
+    } else {
+        NEXT_RANGE.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxMarkA(message: *const c_char, stream: *mut c_void) {
-    api(LIB, "mstxMarkA", || {}, |a| unsafe {
-        a.cstr("message", message).u64("stream", stream as u64);
-    })
+    api(
+        LIB,
+        "mstxMarkA",
+        || {},
+        |a| unsafe {
+            a.cstr("message", message).u64("stream", stream as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxRangeStartA(message: *const c_char, stream: *mut c_void) -> u64 {
-    api(LIB, "mstxRangeStartA", || new_range(message), |a| unsafe {
-        a.cstr("message", message).u64("stream", stream as u64);
-    })
+    api(
+        LIB,
+        "mstxRangeStartA",
+        || new_range(message),
+        |a| unsafe {
+            a.cstr("message", message).u64("stream", stream as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxRangeEnd(id: u64) {
-    api(LIB, "mstxRangeEnd", || {}, |a| {
-        a.u64("id", id);
-    })
+    api(
+        LIB,
+        "mstxRangeEnd",
+        || {},
+        |a| {
+            a.u64("id", id);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -65,7 +88,10 @@ pub unsafe extern "C" fn mstxDomainCreateA(name: *const c_char) -> *mut c_void {
             // SAFETY: non-null, NUL-terminated by contract.
             let n = unsafe { CStr::from_ptr(name) }.to_owned();
             let handle = Box::into_raw(Box::new(0u8)) as usize;
-            DOMAINS.lock().unwrap_or_else(|e| e.into_inner()).insert(handle, n);
+            DOMAINS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(handle, n);
             handle as *mut c_void
         },
         |a| unsafe {
@@ -80,7 +106,12 @@ pub unsafe extern "C" fn mstxDomainDestroy(handle: *mut c_void) {
         LIB,
         "mstxDomainDestroy",
         || {
-            if DOMAINS.lock().unwrap_or_else(|e| e.into_inner()).remove(&(handle as usize)).is_some() {
+            if DOMAINS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&(handle as usize))
+                .is_some()
+            {
                 // SAFETY: the handle was created by Box::into_raw in mstxDomainCreateA, once.
                 drop(unsafe { Box::from_raw(handle as *mut u8) });
             }
@@ -92,19 +123,38 @@ pub unsafe extern "C" fn mstxDomainDestroy(handle: *mut c_void) {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstxDomainMarkA(handle: *mut c_void, message: *const c_char, stream: *mut c_void) {
-    api(LIB, "mstxDomainMarkA", || {}, |a| {
-        domain_args(a, handle);
-        unsafe { a.cstr("message", message).u64("stream", stream as u64) };
-    })
+pub unsafe extern "C" fn mstxDomainMarkA(
+    handle: *mut c_void,
+    message: *const c_char,
+    stream: *mut c_void,
+) {
+    api(
+        LIB,
+        "mstxDomainMarkA",
+        || {},
+        |a| {
+            domain_args(a, handle);
+            unsafe { a.cstr("message", message).u64("stream", stream as u64) };
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstxDomainRangeStartA(handle: *mut c_void, message: *const c_char, stream: *mut c_void) -> u64 {
+pub unsafe extern "C" fn mstxDomainRangeStartA(
+    handle: *mut c_void,
+    message: *const c_char,
+    stream: *mut c_void,
+) -> u64 {
     api(
         LIB,
         "mstxDomainRangeStartA",
-        || if domain_name(handle).is_some() { new_range(message) } else { 0 },
+        || {
+            if domain_name(handle).is_some() {
+                new_range(message)
+            } else {
+                0
+            }
+        },
         |a| {
             domain_args(a, handle);
             unsafe { a.cstr("message", message).u64("stream", stream as u64) };
@@ -114,8 +164,13 @@ pub unsafe extern "C" fn mstxDomainRangeStartA(handle: *mut c_void, message: *co
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxDomainRangeEnd(handle: *mut c_void, id: u64) {
-    api(LIB, "mstxDomainRangeEnd", || {}, |a| {
-        domain_args(a, handle);
-        a.u64("id", id);
-    })
+    api(
+        LIB,
+        "mstxDomainRangeEnd",
+        || {},
+        |a| {
+            domain_args(a, handle);
+            a.u64("id", id);
+        },
+    )
 }

@@ -24,16 +24,24 @@ struct Args {
     cmd: Vec<String>,
 }
 
-const USAGE: &str = "usage: npu-sim-run --nproc N [--straggler RANK:MS] [--rdzv-dir DIR] -- PROGRAM [ARGS...]";
+const USAGE: &str =
+    "usage: npu-sim-run --nproc N [--straggler RANK:MS] [--rdzv-dir DIR] -- PROGRAM [ARGS...]";
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
-    let mut a = Args { nproc: 1, straggler: None, rdzv_dir: None, cmd: Vec::new() };
+    let mut a = Args {
+        nproc: 1,
+        straggler: None,
+        rdzv_dir: None,
+        cmd: Vec::new(),
+    };
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--nproc" | "--nproc-per-node" | "--nproc_per_node" => {
-                a.nproc = value("--nproc")?.parse().map_err(|_| "--nproc: not a number".to_string())?;
+                a.nproc = value("--nproc")?
+                    .parse()
+                    .map_err(|_| "--nproc: not a number".to_string())?;
             }
             "--straggler" => {
                 let v = value("--straggler")?;
@@ -73,12 +81,20 @@ fn main() -> ExitCode {
     };
     // SAFETY: installing an async-signal-safe handler that only stores to an atomic.
     unsafe {
-        libc::signal(libc::SIGINT, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        libc::signal(
+            libc::SIGINT,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
     }
     let own_rdzv = args.rdzv_dir.is_none();
     let rdzv = args.rdzv_dir.clone().unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         std::env::temp_dir().join(format!("npu-sim-rdzv-{}-{nanos}", std::process::id()))
     });
     if let Err(e) = std::fs::create_dir_all(&rdzv) {
@@ -159,7 +175,11 @@ fn run(args: &Args, rdzv: &std::path::Path) -> ExitCode {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Stops the remaining ranks (SIGTERM, then SIGKILL) and reaps them.

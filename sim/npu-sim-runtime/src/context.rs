@@ -36,12 +36,19 @@ struct DevCtx {
 fn devices() -> &'static [DevCtx] {
     static D: OnceLock<Vec<DevCtx>> = OnceLock::new();
     D.get_or_init(|| {
-        (0..npu_sim_common::env::device_count()).map(|_| DevCtx { state: Mutex::new(DevState::default()) }).collect()
+        (0..npu_sim_common::env::device_count())
+            .map(|_| DevCtx {
+                state: Mutex::new(DevState::default()),
+            })
+            .collect()
     })
 }
 
 fn dev_state(dev: u32) -> MutexGuard<'static, DevState> {
-    devices()[dev as usize].state.lock().unwrap_or_else(|e| e.into_inner())
+    devices()[dev as usize]
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 thread_local! {
@@ -59,11 +66,15 @@ pub fn current_device() -> Result<u32, i32> {
     if let Some(d) = CURRENT.with(Cell::get) {
         return Ok(d);
     }
-    u32::try_from(PROCESS_DEVICE.load(Ordering::Relaxed)).map_err(|_| abi::ACL_ERROR_RT_CONTEXT_NULL)
+    u32::try_from(PROCESS_DEVICE.load(Ordering::Relaxed))
+        .map_err(|_| abi::ACL_ERROR_RT_CONTEXT_NULL)
 }
 
 fn check_device(dev: i32) -> Result<u32, i32> {
-    u32::try_from(dev).ok().filter(|d| *d < device_count()).ok_or(abi::ACL_ERROR_RT_INVALID_DEVICEID)
+    u32::try_from(dev)
+        .ok()
+        .filter(|d| *d < device_count())
+        .ok_or(abi::ACL_ERROR_RT_INVALID_DEVICEID)
 }
 
 pub fn set_device(dev: i32) -> Result<(), i32> {
@@ -74,12 +85,18 @@ pub fn set_device(dev: i32) -> Result<(), i32> {
         let mut khz = 0i64;
         // SAFETY: valid out-pointer.
         let rc = unsafe {
-            (Hal::get().halGetDeviceInfo)(dev, abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_DEV_OSC_FREQUE, &mut khz)
+            (Hal::get().halGetDeviceInfo)(
+                dev,
+                abi::MODULE_TYPE_SYSTEM,
+                abi::INFO_TYPE_DEV_OSC_FREQUE,
+                &mut khz,
+            )
         };
         if rc != abi::DRV_ERROR_NONE {
             return Err(abi::ACL_ERROR_RT_INVALID_DEVICEID);
         }
-        st.streams.insert(DEFAULT_STREAM_ID, Stream::new(dev, DEFAULT_STREAM_ID));
+        st.streams
+            .insert(DEFAULT_STREAM_ID, Stream::new(dev, DEFAULT_STREAM_ID));
         st.next_id = DEFAULT_STREAM_ID + 1;
         st.report_wanted = true;
         if !st.report_running {
@@ -125,14 +142,19 @@ pub fn reset_device(dev: i32) -> Result<(), i32> {
             c.set(None);
         }
     });
-    let _ = PROCESS_DEVICE.compare_exchange(i64::from(dev), -1, Ordering::Relaxed, Ordering::Relaxed);
+    let _ =
+        PROCESS_DEVICE.compare_exchange(i64::from(dev), -1, Ordering::Relaxed, Ordering::Relaxed);
     Ok(())
 }
 
 /// The default stream of the current device.
 pub fn default_stream() -> Result<Arc<Stream>, i32> {
     let dev = current_device()?;
-    dev_state(dev).streams.get(&DEFAULT_STREAM_ID).cloned().ok_or(abi::ACL_ERROR_RT_CONTEXT_NULL)
+    dev_state(dev)
+        .streams
+        .get(&DEFAULT_STREAM_ID)
+        .cloned()
+        .ok_or(abi::ACL_ERROR_RT_CONTEXT_NULL)
 }
 
 /// A new stream on the current device, with the lowest free id.
@@ -146,7 +168,10 @@ pub fn create_stream() -> Result<Arc<Stream>, i32> {
         Some(id) => id,
         None => {
             let id = st.next_id;
-            st.next_id = st.next_id.checked_add(1).ok_or(abi::ACL_ERROR_RT_MEMORY_ALLOCATION)?;
+            st.next_id = st
+                .next_id
+                .checked_add(1)
+                .ok_or(abi::ACL_ERROR_RT_MEMORY_ALLOCATION)?;
             id
         }
     };
@@ -190,7 +215,8 @@ fn report_loop(dev: u32) {
         if rc == abi::DRV_ERROR_NONE {
             for i in 0..(info.report_cqe_num as usize).min(REPORT_BATCH) {
                 // SAFETY: the driver wrote report_cqe_num packed CQEs into `buf`.
-                let cqe: Cqe = unsafe { std::ptr::read_unaligned(buf.as_ptr().add(i * CQE_SIZE).cast()) };
+                let cqe: Cqe =
+                    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(i * CQE_SIZE).cast()) };
                 let sid = cqe.stream_id;
                 let stream = dev_state(dev).streams.get(&sid).cloned();
                 match stream {

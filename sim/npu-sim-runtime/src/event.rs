@@ -18,7 +18,11 @@ pub struct Event {
 
 impl Event {
     pub fn new(id: u32) -> Event {
-        Event { id, state: Mutex::new(State::default()), cv: Condvar::new() }
+        Event {
+            id,
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -58,6 +62,10 @@ impl Event {
     pub fn synchronize(&self) {
         let st = self.lock();
         let target = st.recorded;
-        drop(self.cv.wait_while(st, |s| s.done < target).unwrap_or_else(|e| e.into_inner()));
+        drop(
+            self.cv
+                .wait_while(st, |s| s.done < target)
+                .unwrap_or_else(|e| e.into_inner()),
+        );
     }
 }

@@ -13,8 +13,13 @@ use crate::stream::Stream;
 static STREAMS: Mutex<Option<HashMap<usize, Arc<Stream>>>> = Mutex::new(None);
 static EVENTS: Mutex<Option<HashMap<usize, Arc<Event>>>> = Mutex::new(None);
 
-fn with<T, R>(m: &Mutex<Option<HashMap<usize, Arc<T>>>>, f: impl FnOnce(&mut HashMap<usize, Arc<T>>) -> R) -> R {
-    f(m.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new))
+fn with<T, R>(
+    m: &Mutex<Option<HashMap<usize, Arc<T>>>>,
+    f: impl FnOnce(&mut HashMap<usize, Arc<T>>) -> R,
+) -> R {
+    f(m.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new))
 }
 
 pub fn add_stream(s: Arc<Stream>) -> *mut c_void {

@@ -46,7 +46,11 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 fn new_func(name: &str, sqe_type: u8, pc: u64) -> &'static Func {
     let name = CString::new(name.replace('\0', "")).unwrap_or_default();
-    let f: &'static mut Func = Box::leak(Box::new(Func { name: name.into_raw(), sqe_type, pc }));
+    let f: &'static mut Func = Box::leak(Box::new(Func {
+        name: name.into_raw(),
+        sqe_type,
+        pc,
+    }));
     if f.pc == 0 {
         f.pc = f as *const Func as u64;
     }
@@ -65,7 +69,9 @@ const KNOWN_MAGICS: [u32; 7] = [
 
 fn engine_of(magic: u32) -> u8 {
     match magic {
-        abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU | abi::RT_DEV_BINARY_MAGIC_ELF_AICPU => sqe_type::AICPU,
+        abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU | abi::RT_DEV_BINARY_MAGIC_ELF_AICPU => {
+            sqe_type::AICPU
+        }
         abi::RT_DEV_BINARY_MAGIC_PLAIN_AIVEC | abi::RT_DEV_BINARY_MAGIC_ELF_AIVEC => sqe_type::AIV,
         _ => sqe_type::AICORE,
     }
@@ -78,7 +84,13 @@ pub fn load_binary(magic: u32, data: *const c_void, length: u64) -> Result<*mut 
     }
     // The handle is a distinct heap address; the registry owns what it stands for.
     let handle = Box::leak(Box::new(0u8)) as *mut u8 as usize;
-    registry().binaries.insert(handle, Binary { magic, funcs: Vec::new() });
+    registry().binaries.insert(
+        handle,
+        Binary {
+            magic,
+            funcs: Vec::new(),
+        },
+    );
     Ok(handle as *mut c_void)
 }
 
@@ -88,7 +100,10 @@ pub fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -> Resul
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
     let mut r = registry();
-    let b = r.binaries.get_mut(&(bin as usize)).ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    let b = r
+        .binaries
+        .get_mut(&(bin as usize))
+        .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
     let f = new_func(name, engine_of(b.magic), stub as u64);
     b.funcs.push(f);
     r.stubs.insert(stub as usize, f);
@@ -96,7 +111,11 @@ pub fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -> Resul
 }
 
 pub fn by_stub(stub: *const c_void) -> Result<&'static Func, i32> {
-    registry().stubs.get(&(stub as usize)).copied().ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
+    registry()
+        .stubs
+        .get(&(stub as usize))
+        .copied()
+        .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
 }
 
 /// rtBinaryGetFunctionByName: the kernel `name` of `bin` (one handle per name and binary).
@@ -105,9 +124,15 @@ pub fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_void, i32
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
     let mut r = registry();
-    let b = r.binaries.get_mut(&(bin as usize)).ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    let b = r
+        .binaries
+        .get_mut(&(bin as usize))
+        .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
     // SAFETY: every Func name is a valid C string.
-    let existing = b.funcs.iter().find(|f| unsafe { CStr::from_ptr(f.name) }.to_bytes() == name.as_bytes());
+    let existing = b
+        .funcs
+        .iter()
+        .find(|f| unsafe { CStr::from_ptr(f.name) }.to_bytes() == name.as_bytes());
     let f = match existing {
         Some(f) => *f,
         None => {
@@ -122,24 +147,38 @@ pub fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_void, i32
 }
 
 pub fn by_handle(h: *mut c_void) -> Result<&'static Func, i32> {
-    registry().handles.get(&(h as usize)).copied().ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
+    registry()
+        .handles
+        .get(&(h as usize))
+        .copied()
+        .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
 }
 
 /// rtKernelLaunchWithHandle*: tiling key `k` selects the k-th function registered on `bin`;
 /// a key past the end launches a kernel named `tiling_key_<k>`.
 pub fn by_tiling_key(bin: *mut c_void, key: u64) -> Result<&'static Func, i32> {
     let mut r = registry();
-    let b = r.binaries.get(&(bin as usize)).ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    let b = r
+        .binaries
+        .get(&(bin as usize))
+        .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
     if let Some(f) = usize::try_from(key).ok().and_then(|k| b.funcs.get(k)) {
         return Ok(f);
     }
     let ty = engine_of(b.magic);
     let name = format!("tiling_key_{key}");
-    Ok(*r.by_name.entry((ty, name.clone())).or_insert_with(|| new_func(&name, ty, 0)))
+    Ok(*r
+        .by_name
+        .entry((ty, name.clone()))
+        .or_insert_with(|| new_func(&name, ty, 0)))
 }
 
 /// An AI CPU kernel named at launch.
 pub fn aicpu(name: &str) -> &'static Func {
     let mut r = registry();
-    *r.by_name.entry((sqe_type::AICPU, name.to_string())).or_insert_with(|| new_func(name, sqe_type::AICPU, 0))
+    let f: &&'static Func = r
+        .by_name
+        .entry((sqe_type::AICPU, name.to_string()))
+        .or_insert_with(|| new_func(name, sqe_type::AICPU, 0));
+    f
 }

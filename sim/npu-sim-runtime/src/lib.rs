@@ -58,9 +58,14 @@ fn kernel_name(f: Result<&'static Func, i32>, o: &mut Obj) {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtSetDevice(devId: i32) -> i32 {
-    api(LIB, "rtSetDevice", || rc(context::set_device(devId)), |a| {
-        a.i64("devId", devId.into());
-    })
+    api(
+        LIB,
+        "rtSetDevice",
+        || rc(context::set_device(devId)),
+        |a| {
+            a.i64("devId", devId.into());
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -93,9 +98,14 @@ pub unsafe extern "C" fn rtGetDevice(devId: *mut i32) -> i32 {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtGetDeviceCount(cnt: *mut i32) -> i32 {
-    api(LIB, "rtGetDeviceCount", || rc(unsafe { put(cnt, context::device_count() as i32) }), |a| {
-        a.u64("cnt", cnt as u64);
-    })
+    api(
+        LIB,
+        "rtGetDeviceCount",
+        || rc(unsafe { put(cnt, context::device_count() as i32) }),
+        |a| {
+            a.u64("cnt", cnt as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -104,7 +114,10 @@ pub unsafe extern "C" fn rtDeviceSynchronize() -> i32 {
         LIB,
         "rtDeviceSynchronize",
         || match context::streams_of_current() {
-            Ok(streams) => streams.iter().map(|s| s.synchronize()).fold(0, |acc, e| if acc != 0 { acc } else { e }),
+            Ok(streams) => streams
+                .iter()
+                .map(|s| s.synchronize())
+                .fold(0, |acc, e| if acc != 0 { acc } else { e }),
             Err(e) => e,
         },
         |_| {},
@@ -191,7 +204,8 @@ pub unsafe extern "C" fn rtStreamWaitEvent(stm: Stm, evt: *mut c_void) -> i32 {
                     return Ok(());
                 }
                 let mut sqe = Sqe::new(sqe_type::EVENT_WAIT, 0);
-                sqe.set_u32(sqe_off::EVENT_ID, e.id).set_u64(sqe_off::EVENT_GEN, generation);
+                sqe.set_u32(sqe_off::EVENT_ID, e.id)
+                    .set_u64(sqe_off::EVENT_GEN, generation);
                 s.submit(&mut sqe, None).map(drop)
             })())
         },
@@ -208,7 +222,8 @@ pub unsafe extern "C" fn rtEventCreate(evt: *mut *mut c_void) -> i32 {
         "rtEventCreate",
         || rc(unsafe { put(evt, handles::add_event(context::new_event())) }),
         |a| {
-            a.u64("evt", evt as u64).u64("out_event", unsafe { out_ptr(evt) });
+            a.u64("evt", evt as u64)
+                .u64("out_event", unsafe { out_ptr(evt) });
         },
     )
 }
@@ -236,8 +251,11 @@ pub unsafe extern "C" fn rtEventRecord(evt: *mut c_void, stm: Stm) -> i32 {
                 let s = handles::stream(stm)?;
                 let generation = e.next_record();
                 let mut sqe = Sqe::new(sqe_type::EVENT_RECORD, 0);
-                sqe.set_u32(sqe_off::EVENT_ID, e.id).set_u64(sqe_off::EVENT_GEN, generation);
-                s.submit(&mut sqe, Some((e.clone(), generation))).map(drop).inspect_err(|_| e.cancel_record(generation))
+                sqe.set_u32(sqe_off::EVENT_ID, e.id)
+                    .set_u64(sqe_off::EVENT_GEN, generation);
+                s.submit(&mut sqe, Some((e.clone(), generation)))
+                    .map(drop)
+                    .inspect_err(|_| e.cancel_record(generation))
             })())
         },
         |a| {
@@ -251,9 +269,7 @@ pub unsafe extern "C" fn rtEventSynchronize(evt: *mut c_void) -> i32 {
     api(
         LIB,
         "rtEventSynchronize",
-        || {
-            rc(handles::event(evt).map(|e| e.synchronize()))
-        },
+        || rc(handles::event(evt).map(|e| e.synchronize())),
         |a| {
             a.u64("evt", evt as u64);
         },
@@ -263,7 +279,12 @@ pub unsafe extern "C" fn rtEventSynchronize(evt: *mut c_void) -> i32 {
 // ---------------------------------------------------------------- memory
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rtMalloc(devPtr: *mut *mut c_void, size: u64, type_: u32, moduleId: u16) -> i32 {
+pub unsafe extern "C" fn rtMalloc(
+    devPtr: *mut *mut c_void,
+    size: u64,
+    type_: u32,
+    moduleId: u16,
+) -> i32 {
     api(
         LIB,
         "rtMalloc",
@@ -282,7 +303,10 @@ pub unsafe extern "C" fn rtMalloc(devPtr: *mut *mut c_void, size: u64, type_: u3
             })())
         },
         |a| {
-            a.u64("devPtr", devPtr as u64).u64("size", size).u64("type", type_.into()).u64("moduleId", moduleId.into());
+            a.u64("devPtr", devPtr as u64)
+                .u64("size", size)
+                .u64("type", type_.into())
+                .u64("moduleId", moduleId.into());
             a.u64("out_ptr", unsafe { out_ptr(devPtr) });
         },
     )
@@ -290,9 +314,14 @@ pub unsafe extern "C" fn rtMalloc(devPtr: *mut *mut c_void, size: u64, type_: u3
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtFree(devPtr: *mut c_void) -> i32 {
-    api(LIB, "rtFree", || rc(memory::free(devPtr, Place::Device)), |a| {
-        a.u64("devPtr", devPtr as u64);
-    })
+    api(
+        LIB,
+        "rtFree",
+        || rc(memory::free(devPtr, Place::Device)),
+        |a| {
+            a.u64("devPtr", devPtr as u64);
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -310,7 +339,9 @@ pub unsafe extern "C" fn rtMallocHost(hostPtr: *mut *mut c_void, size: u64, modu
             })())
         },
         |a| {
-            a.u64("hostPtr", hostPtr as u64).u64("size", size).u64("moduleId", moduleId.into());
+            a.u64("hostPtr", hostPtr as u64)
+                .u64("size", size)
+                .u64("moduleId", moduleId.into());
             a.u64("out_ptr", unsafe { out_ptr(hostPtr) });
         },
     )
@@ -318,9 +349,14 @@ pub unsafe extern "C" fn rtMallocHost(hostPtr: *mut *mut c_void, size: u64, modu
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtFreeHost(hostPtr: *mut c_void) -> i32 {
-    api(LIB, "rtFreeHost", || rc(memory::free(hostPtr, Place::Host)), |a| {
-        a.u64("hostPtr", hostPtr as u64);
-    })
+    api(
+        LIB,
+        "rtFreeHost",
+        || rc(memory::free(hostPtr, Place::Host)),
+        |a| {
+            a.u64("hostPtr", hostPtr as u64);
+        },
+    )
 }
 
 /// Queues an SDMA copy; returns (stream, sequence) so a synchronous caller can wait for it.
@@ -341,19 +377,41 @@ fn submit_copy(
         return Ok(None);
     }
     let mut sqe = Sqe::new(sqe_type::SDMA, 0);
-    sqe.set_u64(sqe_off::COPY_SRC, src as u64).set_u64(sqe_off::COPY_DST, dst as u64);
-    sqe.set_u64(sqe_off::COPY_BYTES, cnt).set_u32(sqe_off::COPY_KIND, kind);
-    sqe.set_u32(sqe_off::COPY_FLAGS, if stm.is_none() { SQE_FLAG_SYNC } else { 0 });
+    sqe.set_u64(sqe_off::COPY_SRC, src as u64)
+        .set_u64(sqe_off::COPY_DST, dst as u64);
+    sqe.set_u64(sqe_off::COPY_BYTES, cnt)
+        .set_u32(sqe_off::COPY_KIND, kind);
+    sqe.set_u32(
+        sqe_off::COPY_FLAGS,
+        if stm.is_none() { SQE_FLAG_SYNC } else { 0 },
+    );
     let seq = s.submit(&mut sqe, None)?;
     Ok(Some((s, seq)))
 }
 
-fn copy_args(a: &mut Obj, dst: *mut c_void, dest_max: u64, src: *const c_void, cnt: u64, kind: u32) {
-    a.u64("dst", dst as u64).u64("destMax", dest_max).u64("src", src as u64).u64("cnt", cnt).u64("kind", kind.into());
+fn copy_args(
+    a: &mut Obj,
+    dst: *mut c_void,
+    dest_max: u64,
+    src: *const c_void,
+    cnt: u64,
+    kind: u32,
+) {
+    a.u64("dst", dst as u64)
+        .u64("destMax", dest_max)
+        .u64("src", src as u64)
+        .u64("cnt", cnt)
+        .u64("kind", kind.into());
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rtMemcpy(dst: *mut c_void, destMax: u64, src: *const c_void, cnt: u64, kind: u32) -> i32 {
+pub unsafe extern "C" fn rtMemcpy(
+    dst: *mut c_void,
+    destMax: u64,
+    src: *const c_void,
+    cnt: u64,
+    kind: u32,
+) -> i32 {
     api(
         LIB,
         "rtMemcpy",
@@ -375,10 +433,15 @@ pub unsafe extern "C" fn rtMemcpyAsync(
     kind: u32,
     stm: Stm,
 ) -> i32 {
-    api(LIB, "rtMemcpyAsync", || rc(submit_copy(dst, destMax, src, cnt, kind, Some(stm)).map(drop)), |a| {
-        copy_args(a, dst, destMax, src, cnt, kind);
-        a.u64("stm", stm as u64);
-    })
+    api(
+        LIB,
+        "rtMemcpyAsync",
+        || rc(submit_copy(dst, destMax, src, cnt, kind, Some(stm)).map(drop)),
+        |a| {
+            copy_args(a, dst, destMax, src, cnt, kind);
+            a.u64("stm", stm as u64);
+        },
+    )
 }
 
 fn submit_set(
@@ -397,8 +460,13 @@ fn submit_set(
         return Ok(None);
     }
     let mut sqe = Sqe::new(sqe_type::MEMSET, 0);
-    sqe.set_u64(sqe_off::SET_PTR, p as u64).set_u64(sqe_off::SET_BYTES, cnt).set_u32(sqe_off::SET_VALUE, val);
-    sqe.set_u32(sqe_off::SET_FLAGS, if stm.is_none() { SQE_FLAG_SYNC } else { 0 });
+    sqe.set_u64(sqe_off::SET_PTR, p as u64)
+        .set_u64(sqe_off::SET_BYTES, cnt)
+        .set_u32(sqe_off::SET_VALUE, val);
+    sqe.set_u32(
+        sqe_off::SET_FLAGS,
+        if stm.is_none() { SQE_FLAG_SYNC } else { 0 },
+    );
     let seq = s.submit(&mut sqe, None)?;
     Ok(Some((s, seq)))
 }
@@ -414,23 +482,43 @@ pub unsafe extern "C" fn rtMemset(devPtr: *mut c_void, destMax: u64, val: u32, c
             Err(e) => e,
         },
         |a| {
-            a.u64("devPtr", devPtr as u64).u64("destMax", destMax).u64("val", val.into()).u64("cnt", cnt);
+            a.u64("devPtr", devPtr as u64)
+                .u64("destMax", destMax)
+                .u64("val", val.into())
+                .u64("cnt", cnt);
         },
     )
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rtMemsetAsync(ptr: *mut c_void, destMax: u64, val: u32, cnt: u64, stm: Stm) -> i32 {
-    api(LIB, "rtMemsetAsync", || rc(submit_set(ptr, destMax, val, cnt, Some(stm)).map(drop)), |a| {
-        a.u64("ptr", ptr as u64).u64("destMax", destMax).u64("val", val.into()).u64("cnt", cnt);
-        a.u64("stm", stm as u64);
-    })
+pub unsafe extern "C" fn rtMemsetAsync(
+    ptr: *mut c_void,
+    destMax: u64,
+    val: u32,
+    cnt: u64,
+    stm: Stm,
+) -> i32 {
+    api(
+        LIB,
+        "rtMemsetAsync",
+        || rc(submit_set(ptr, destMax, val, cnt, Some(stm)).map(drop)),
+        |a| {
+            a.u64("ptr", ptr as u64)
+                .u64("destMax", destMax)
+                .u64("val", val.into())
+                .u64("cnt", cnt);
+            a.u64("stm", stm as u64);
+        },
+    )
 }
 
 // ---------------------------------------------------------------- kernels
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rtDevBinaryRegister(bin: *const RtDevBinary, hdl: *mut *mut c_void) -> i32 {
+pub unsafe extern "C" fn rtDevBinaryRegister(
+    bin: *const RtDevBinary,
+    hdl: *mut *mut c_void,
+) -> i32 {
     api(
         LIB,
         "rtDevBinaryRegister",
@@ -494,11 +582,16 @@ pub unsafe extern "C" fn rtFunctionRegister(
     api(
         LIB,
         "rtFunctionRegister",
-        || rc(unsafe { c_str(stubName) }.and_then(|name| kernel::register_stub(binHandle, stubFunc, &name))),
+        || {
+            rc(unsafe { c_str(stubName) }
+                .and_then(|name| kernel::register_stub(binHandle, stubFunc, &name)))
+        },
         |a| {
-            a.u64("binHandle", binHandle as u64).u64("stubFunc", stubFunc as u64);
+            a.u64("binHandle", binHandle as u64)
+                .u64("stubFunc", stubFunc as u64);
             unsafe { a.cstr("stubName", stubName) };
-            a.u64("kernelInfoExt", kernelInfoExt as u64).u64("funcMode", funcMode.into());
+            a.u64("kernelInfoExt", kernelInfoExt as u64)
+                .u64("funcMode", funcMode.into());
         },
     )
 }
@@ -525,18 +618,30 @@ pub unsafe extern "C" fn rtBinaryGetFunctionByName(
         |a| {
             a.u64("binHandle", binHandle as u64);
             unsafe { a.cstr("kernelName", kernelName) };
-            a.u64("funcHandle", funcHandle as u64).u64("out_handle", unsafe { out_ptr(funcHandle) });
+            a.u64("funcHandle", funcHandle as u64)
+                .u64("out_handle", unsafe { out_ptr(funcHandle) });
         },
     )
 }
 
 /// Submits kernel `f` on `stm`.
-fn launch(f: &Func, block_dim: u32, args: *const c_void, args_size: u32, stm: Stm) -> Result<(), i32> {
-    let block_dim = u16::try_from(block_dim).ok().filter(|b| *b > 0).ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
+fn launch(
+    f: &Func,
+    block_dim: u32,
+    args: *const c_void,
+    args_size: u32,
+    stm: Stm,
+) -> Result<(), i32> {
+    let block_dim = u16::try_from(block_dim)
+        .ok()
+        .filter(|b| *b > 0)
+        .ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
     let s = handles::stream(stm)?;
     let mut sqe = Sqe::new(f.sqe_type, block_dim);
-    sqe.set_u64(sqe_off::KERNEL_PC, f.pc).set_u64(sqe_off::KERNEL_NAME, f.name as u64);
-    sqe.set_u64(sqe_off::KERNEL_ARGS, args as u64).set_u32(sqe_off::KERNEL_ARGS_SIZE, args_size);
+    sqe.set_u64(sqe_off::KERNEL_PC, f.pc)
+        .set_u64(sqe_off::KERNEL_NAME, f.name as u64);
+    sqe.set_u64(sqe_off::KERNEL_ARGS, args as u64)
+        .set_u32(sqe_off::KERNEL_ARGS_SIZE, args_size);
     s.submit(&mut sqe, None).map(drop)
 }
 
@@ -560,8 +665,12 @@ pub unsafe extern "C" fn rtKernelLaunch(
         "rtKernelLaunch",
         || rc(kernel::by_stub(stubFunc).and_then(|f| launch(f, blockDim, args, argsSize, stm))),
         |a| {
-            a.u64("stubFunc", stubFunc as u64).u64("blockDim", blockDim.into()).u64("args", args as u64);
-            a.u64("argsSize", argsSize.into()).u64("smDesc", smDesc as u64).u64("stm", stm as u64);
+            a.u64("stubFunc", stubFunc as u64)
+                .u64("blockDim", blockDim.into())
+                .u64("args", args as u64);
+            a.u64("argsSize", argsSize.into())
+                .u64("smDesc", smDesc as u64)
+                .u64("stm", stm as u64);
             kernel_name(kernel::by_stub(stubFunc), a);
         },
     )
@@ -582,11 +691,16 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         "rtKernelLaunchWithHandleV2",
         || {
             let (args, size) = unsafe { args_ex(argsInfo) };
-            rc(kernel::by_tiling_key(hdl, tilingKey).and_then(|f| launch(f, blockDim, args, size, stm)))
+            rc(kernel::by_tiling_key(hdl, tilingKey)
+                .and_then(|f| launch(f, blockDim, args, size, stm)))
         },
         |a| {
-            a.u64("hdl", hdl as u64).u64("tilingKey", tilingKey).u64("blockDim", blockDim.into());
-            a.u64("argsInfo", argsInfo as u64).u64("smDesc", smDesc as u64).u64("stm", stm as u64);
+            a.u64("hdl", hdl as u64)
+                .u64("tilingKey", tilingKey)
+                .u64("blockDim", blockDim.into());
+            a.u64("argsInfo", argsInfo as u64)
+                .u64("smDesc", smDesc as u64)
+                .u64("stm", stm as u64);
             a.u64("cfgInfo", cfgInfo as u64);
             kernel_name(kernel::by_tiling_key(hdl, tilingKey), a);
         },
@@ -609,8 +723,11 @@ pub unsafe extern "C" fn rtLaunchKernelByFuncHandleV3(
             rc(kernel::by_handle(funcHandle).and_then(|f| launch(f, blockDim, args, size, stm)))
         },
         |a| {
-            a.u64("funcHandle", funcHandle as u64).u64("blockDim", blockDim.into());
-            a.u64("argsInfo", argsInfo as u64).u64("stm", stm as u64).u64("cfgInfo", cfgInfo as u64);
+            a.u64("funcHandle", funcHandle as u64)
+                .u64("blockDim", blockDim.into());
+            a.u64("argsInfo", argsInfo as u64)
+                .u64("stm", stm as u64)
+                .u64("cfgInfo", cfgInfo as u64);
             kernel_name(kernel::by_handle(funcHandle), a);
         },
     )
@@ -637,8 +754,13 @@ pub unsafe extern "C" fn rtCpuKernelLaunch(
             })())
         },
         |a| {
-            unsafe { a.cstr("soName", soName.cast()).cstr("kernelName", kernelName.cast()) };
-            a.u64("blockDim", blockDim.into()).u64("args", args as u64).u64("argsSize", argsSize.into());
+            unsafe {
+                a.cstr("soName", soName.cast())
+                    .cstr("kernelName", kernelName.cast())
+            };
+            a.u64("blockDim", blockDim.into())
+                .u64("args", args as u64)
+                .u64("argsSize", argsSize.into());
             a.u64("smDesc", smDesc as u64).u64("stm", stm as u64);
         },
     )
@@ -654,10 +776,14 @@ pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut
             rc(unsafe { put(taskId, t).and_then(|_| put(streamId, s)) })
         },
         |a| {
-            a.u64("taskId", taskId as u64).u64("streamId", streamId as u64);
+            a.u64("taskId", taskId as u64)
+                .u64("streamId", streamId as u64);
             if !taskId.is_null() && !streamId.is_null() {
                 // SAFETY: non-null out-parameters.
-                unsafe { a.u64("out_task_id", (*taskId).into()).u64("out_stream_id", (*streamId).into()) };
+                unsafe {
+                    a.u64("out_task_id", (*taskId).into())
+                        .u64("out_stream_id", (*streamId).into())
+                };
             }
         },
     )

@@ -26,7 +26,10 @@ struct Heap {
 }
 
 fn heap() -> MutexGuard<'static, Heap> {
-    static H: Mutex<Heap> = Mutex::new(Heap { allocs: BTreeMap::new(), device_bytes: 0 });
+    static H: Mutex<Heap> = Mutex::new(Heap {
+        allocs: BTreeMap::new(),
+        device_bytes: 0,
+    });
     H.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -77,21 +80,35 @@ pub fn place_of(p: *const c_void, len: u64) -> Place {
     let h = heap();
     let addr = p as usize;
     match h.allocs.range(..=addr).next_back() {
-        Some((&base, a)) if a.place == Place::Device && (addr - base) as u64 + len <= a.size as u64 => Place::Device,
+        Some((&base, a))
+            if a.place == Place::Device && (addr - base) as u64 + len <= a.size as u64 =>
+        {
+            Place::Device
+        }
         _ => Place::Host,
     }
 }
 
 /// Checks a copy's pointers against its direction; resolves RT_MEMCPY_DEFAULT.
-pub fn check_copy(dst: *mut c_void, dest_max: u64, src: *const c_void, cnt: u64, kind: u32) -> Result<u32, i32> {
+pub fn check_copy(
+    dst: *mut c_void,
+    dest_max: u64,
+    src: *const c_void,
+    cnt: u64,
+    kind: u32,
+) -> Result<u32, i32> {
     if dst.is_null() || src.is_null() || cnt > dest_max {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
     let (d, s) = (place_of(dst, cnt), place_of(src, cnt));
     let expect = match kind {
         abi::RT_MEMCPY_HOST_TO_HOST => (Place::Host, Place::Host),
-        abi::RT_MEMCPY_HOST_TO_DEVICE | abi::RT_MEMCPY_HOST_TO_DEVICE_EX => (Place::Device, Place::Host),
-        abi::RT_MEMCPY_DEVICE_TO_HOST | abi::RT_MEMCPY_DEVICE_TO_HOST_EX => (Place::Host, Place::Device),
+        abi::RT_MEMCPY_HOST_TO_DEVICE | abi::RT_MEMCPY_HOST_TO_DEVICE_EX => {
+            (Place::Device, Place::Host)
+        }
+        abi::RT_MEMCPY_DEVICE_TO_HOST | abi::RT_MEMCPY_DEVICE_TO_HOST_EX => {
+            (Place::Host, Place::Device)
+        }
         abi::RT_MEMCPY_DEVICE_TO_DEVICE => (Place::Device, Place::Device),
         abi::RT_MEMCPY_DEFAULT => {
             return Ok(match (d, s) {

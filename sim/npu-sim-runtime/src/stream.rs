@@ -74,7 +74,11 @@ impl Stream {
         let task_id = st.next_task_id;
         sqe.set_ids(self.id, task_id);
         let seq = st.submitted + 1;
-        st.inflight.push_back(Inflight { task_id, seq, event });
+        st.inflight.push_back(Inflight {
+            task_id,
+            seq,
+            event,
+        });
         let mut info = HalTaskSendInfo {
             type_: 0,
             ts_id: 0,
@@ -101,12 +105,18 @@ impl Stream {
     pub fn complete(&self, cqe: &Cqe) {
         let mut st = self.lock();
         let Some(done) = st.inflight.pop_front() else {
-            eprintln!("npu-sim: stream {} got a CQE with no task in flight", self.id);
+            eprintln!(
+                "npu-sim: stream {} got a CQE with no task in flight",
+                self.id
+            );
             return;
         };
         let task_id = cqe.task_id;
         if done.task_id != task_id {
-            eprintln!("npu-sim: stream {}: CQE for task {task_id}, expected {}", self.id, done.task_id);
+            eprintln!(
+                "npu-sim: stream {}: CQE for task {task_id}, expected {}",
+                self.id, done.task_id
+            );
         }
         st.completed = done.seq;
         let code = cqe.error_code as i32;
@@ -125,7 +135,10 @@ impl Stream {
 
     /// Waits for task `seq` of this stream; returns its error code.
     pub fn wait_task(&self, seq: u64) -> i32 {
-        let mut st = self.done.wait_while(self.lock(), |s| s.completed < seq).unwrap_or_else(|e| e.into_inner());
+        let mut st = self
+            .done
+            .wait_while(self.lock(), |s| s.completed < seq)
+            .unwrap_or_else(|e| e.into_inner());
         match st.failed.remove(&seq) {
             Some(code) => {
                 if st.sticky_error == code {
@@ -140,7 +153,10 @@ impl Stream {
     /// Waits for everything submitted so far; returns the first error since the last sync.
     pub fn synchronize(&self) -> i32 {
         let target = self.lock().submitted;
-        let mut st = self.done.wait_while(self.lock(), |s| s.completed < target).unwrap_or_else(|e| e.into_inner());
+        let mut st = self
+            .done
+            .wait_while(self.lock(), |s| s.completed < target)
+            .unwrap_or_else(|e| e.into_inner());
         st.failed.retain(|seq, _| *seq > target);
         std::mem::take(&mut st.sticky_error)
     }
