@@ -39,9 +39,12 @@ pub fn get() -> &'static Config {
             .unwrap_or_default(),
         straggler_ms: env::parse("NPU_SIM_STRAGGLER_MS", 0u64),
         clock: Clock {
-            freq_hz: env::parse("NPU_SIM_DEV_FREQ_HZ", 50_000_000u64).max(1000),
+            // Bounded so the count fits comfortably in the clock's 128-bit arithmetic.
+            freq_hz: env::parse("NPU_SIM_DEV_FREQ_HZ", 50_000_000u64).clamp(1000, 10_000_000_000),
             offset_ns: env::parse("NPU_SIM_CLOCK_OFFSET_NS", 12_600_000_000_000i64),
-            drift_ppm: env::parse("NPU_SIM_CLOCK_DRIFT_PPM", 35.0f64),
+            drift_ppm: Some(env::parse("NPU_SIM_CLOCK_DRIFT_PPM", 35.0f64))
+                .filter(|d| d.is_finite() && d.abs() < 1e6)
+                .unwrap_or(35.0),
         },
     })
 }

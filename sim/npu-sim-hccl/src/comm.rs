@@ -70,8 +70,7 @@ fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> Result<(), i3
 }
 
 impl Comm {
-    /// Joins the communicator named in `root`, waiting (up to HCCL_CONNECT_TIMEOUT seconds) for
-    /// all `nranks` ranks.
+    /// Joins the communicator named in `root` as `rank` of `nranks`.
     pub fn join(root: &[u8], nranks: u32, rank: u32) -> Result<Comm, i32> {
         if root.len() < ROOT_MAGIC.len() || &root[..ROOT_MAGIC.len()] != ROOT_MAGIC {
             return Err(abi::HCCL_E_PARA);
@@ -113,21 +112,28 @@ impl Comm {
             epoch: AtomicU64::new(0),
             exec_lock: Default::default(),
         };
-        let size = comm.u32_at(8);
-        if let Err(existing) = size.compare_exchange(0, nranks, Ordering::AcqRel, Ordering::Acquire)
+        let joined = comm.rendezvous(nranks);
+        if joined.is_err() || rank == 0 {
+            // Every rank has the file mapped (or the communicator failed): the name can go.
+            // SAFETY: unlinking our own shm name.
+            unsafe { libc::shm_unlink(name.as_ptr()) };
+        }
+        joined.map(|()| comm)
+    }
+
+    /// Checks the rank count and waits (up to HCCL_CONNECT_TIMEOUT) for every rank to join.
+    fn rendezvous(&self, nranks: u32) -> Result<(), i32> {
+        if let Err(existing) =
+            self.u32_at(8)
+                .compare_exchange(0, nranks, Ordering::AcqRel, Ordering::Acquire)
             && existing != nranks
         {
             return Err(abi::HCCL_E_PARA);
         }
-        comm.u32_at(12).fetch_add(1, Ordering::AcqRel);
+        self.u32_at(12).fetch_add(1, Ordering::AcqRel);
         let limit = timeout_from_env("HCCL_CONNECT_TIMEOUT");
-        wait_until(limit, || comm.u32_at(12).load(Ordering::Acquire) >= nranks)?;
-        comm.barrier(limit)?;
-        if rank == 0 {
-            // SAFETY: unlinking our own shm name; every rank has it mapped by now.
-            unsafe { libc::shm_unlink(name.as_ptr()) };
-        }
-        Ok(comm)
+        wait_until(limit, || self.u32_at(12).load(Ordering::Acquire) >= nranks)?;
+        self.barrier(limit)
     }
 
     fn u32_at(&self, off: usize) -> &AtomicU32 {
