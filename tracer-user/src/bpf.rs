@@ -71,6 +71,16 @@ impl Probes {
         Ok(())
     }
 
+    /// Processes currently in the kernel-side target filter (record mode adds children).
+    pub fn targets(&self) -> Result<Vec<u32>> {
+        let map = self
+            .ebpf
+            .map("TARGETS")
+            .context("BPF map TARGETS missing")?;
+        let targets: HashMap<_, u32, u8> = HashMap::try_from(map)?;
+        Ok(targets.keys().filter_map(|k| k.ok()).collect())
+    }
+
     /// Attaches the ENTER/EXIT pair to the function at `file_offset` in `path`.
     pub fn attach(&mut self, path: &Path, file_offset: u64, probe: u16) -> Result<()> {
         for name in [ENTER_PROGRAM, EXIT_PROGRAM] {

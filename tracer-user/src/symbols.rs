@@ -65,6 +65,15 @@ impl SymbolTable {
             .map(|(start, _, offset)| addr - start + offset)
     }
 
+    /// The function containing file offset `offset` (a mapped address made file-relative).
+    pub fn function_at_file_offset(&self, offset: u64) -> Option<&str> {
+        let (start, _, seg_offset) = self
+            .segments
+            .iter()
+            .find(|(_, size, seg_offset)| offset >= *seg_offset && offset < seg_offset + size)?;
+        self.function_at(offset - seg_offset + start)
+    }
+
     /// The function containing virtual address `addr` (symbolization of kernel stubs).
     pub fn function_at(&self, addr: u64) -> Option<&str> {
         let i = self.by_address.partition_point(|(a, _, _)| *a <= addr);

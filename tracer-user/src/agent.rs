@@ -1,0 +1,499 @@
+//! A tracing session: preflight checks, loading and attaching the probes, and the tokio
+//! pipeline ring buffer -> decode -> correlate -> sinks, until the session is told to stop.
+use std::{
+    ffi::OsString,
+    fs,
+    os::unix::{fs::DirBuilderExt, process::CommandExt},
+    path::PathBuf,
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use aya::maps::{MapData, RingBuf};
+use tokio::{
+    io::{Interest, unix::AsyncFd},
+    signal::unix::{SignalKind, signal},
+    sync::{mpsc, watch},
+};
+use tracer_common::Config;
+
+use crate::{
+    attach::{Attacher, Selection},
+    bpf::Probes,
+    catalog::CATALOG,
+    correlate::{CorrelateStats, Correlator, Output},
+    decode::{Record, decode},
+    discovery::{self, LibraryFile},
+    session::Session,
+    sink::{
+        parquet::{ParquetSink, SinkOptions, SinkStats},
+        print::Printer,
+    },
+};
+
+/// What to trace.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Already running processes.
+    Attach(Vec<u32>),
+    /// A command started by the agent, traced with its children from its first instruction.
+    Command(Vec<OsString>),
+    /// Every process on the host that maps the CANN libraries, including later ones.
+    SystemWide,
+}
+
+impl Mode {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Attach(_) => "attach",
+            Self::Command(_) => "record",
+            Self::SystemWide => "system-wide",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    pub mode: Mode,
+    pub selection: Selection,
+    /// Extra library files or directories to attach to.
+    pub libs: Vec<PathBuf>,
+    pub out_dir: PathBuf,
+    pub duration: Option<Duration>,
+    pub print: bool,
+    pub ringbuf_bytes: u32,
+}
+
+/// How a session ended.
+pub struct TraceSummary {
+    pub out_dir: PathBuf,
+    pub session: Session,
+    /// Exit status of the traced command (record mode).
+    pub command_status: Option<std::process::ExitStatus>,
+}
+
+/// Records batches travelling from the poller to the correlator.
+const CHANNEL_BATCHES: usize = 256;
+/// Upper bound of records per batch, so the correlator sees data while a burst lasts.
+const BATCH_RECORDS: usize = 8192;
+/// How often rows become durable Parquet files and processes are rescanned.
+const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+pub fn trace(opts: TraceOptions) -> Result<TraceSummary> {
+    preflight(&opts)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(run(opts))
+}
+
+/// Clear, early errors for what a user can fix.
+fn preflight(opts: &TraceOptions) -> Result<()> {
+    ensure_privileged()?;
+    if let Mode::Attach(pids) = &opts.mode {
+        for &pid in pids {
+            check_attachable(pid)?;
+        }
+    }
+    if opts.out_dir.join("session.json").exists() {
+        bail!(
+            "{} already holds a trace (session.json); choose another --out",
+            opts.out_dir.display()
+        );
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&opts.out_dir)
+        .with_context(|| format!("cannot create output directory {}", opts.out_dir.display()))?;
+    let probe = opts.out_dir.join(".write-test");
+    fs::write(&probe, b"").with_context(|| {
+        format!(
+            "cannot write to output directory {}",
+            opts.out_dir.display()
+        )
+    })?;
+    let _ = fs::remove_file(probe);
+    Ok(())
+}
+
+fn ensure_privileged() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 || has_bpf_capabilities() {
+        return Ok(());
+    }
+    bail!("loading BPF programs needs root, or the CAP_BPF and CAP_PERFMON capabilities (try sudo)")
+}
+
+/// CAP_PERFMON (38) and CAP_BPF (39) in the effective set.
+fn has_bpf_capabilities() -> bool {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (3 << 38) == 3 << 38)
+}
+
+fn check_attachable(pid: u32) -> Result<()> {
+    if !PathBuf::from(format!("/proc/{pid}")).exists() {
+        bail!("no such process: {pid}");
+    }
+    let libs = discovery::mapped_libraries(pid)?;
+    if libs.is_empty() {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        bail!(
+            "process {pid} ({}) maps no CANN library (libascendcl.so, libruntime.so, libhccl.so, \
+             libms_tools_ext.so, libascend_hal.so); is it an NPU program?",
+            comm.trim()
+        );
+    }
+    Ok(())
+}
+
+async fn run(opts: TraceOptions) -> Result<TraceSummary> {
+    let mut probes = Probes::load(opts.ringbuf_bytes)?;
+    for (i, def) in CATALOG.iter().enumerate() {
+        probes.set_probe_spec(i as u16, def.spec())?;
+    }
+    let fork_child_pid_offset = probes.attach_lifecycle()?;
+    probes.set_config(Config {
+        filter_targets: u8::from(!matches!(opts.mode, Mode::SystemWide)),
+        follow_children: u8::from(matches!(opts.mode, Mode::Command(_))),
+        fork_child_pid_offset,
+        _pad: 0,
+    })?;
+
+    let mut child = match &opts.mode {
+        Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
+        _ => None,
+    };
+    let targets = match (&opts.mode, &child) {
+        (Mode::Attach(pids), _) => pids.clone(),
+        (_, Some(child)) => vec![child.pid()],
+        _ => Vec::new(),
+    };
+    for &pid in &targets {
+        probes.add_target(pid)?;
+    }
+
+    let mut attacher = Attacher::new(opts.selection.clone());
+    for file in initial_libraries(&opts)? {
+        attacher.attach(&mut probes, file)?;
+    }
+    if attacher.function_count() == 0 {
+        bail!(
+            "no enabled function resolves in the CANN libraries found; check --domain/--function and --lib"
+        );
+    }
+
+    let host = SinkOptions::default().host;
+    let mut session = Session::start(host.clone(), opts.mode.name().into(), targets.clone());
+    session.attached = attacher.attached().to_vec();
+    session.write(&opts.out_dir)?;
+    let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host))?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (batch_tx, batch_rx) = mpsc::channel(CHANNEL_BATCHES);
+    let poller = tokio::spawn(poll_ring(probes.take_events()?, batch_tx, stop_rx));
+    let consumer = tokio::spawn(consume(batch_rx, sink, opts.print));
+    if let Some(child) = &mut child {
+        child.release()?;
+    }
+
+    let command_status = wait_for_stop(&opts, &mut probes, &mut attacher, child).await?;
+    let _ = stop_tx.send(true);
+    let decode_errors = poller.await.context("ring-buffer poller panicked")??;
+    let (correlation, sink_stats) = consume_result(consumer.await)?;
+
+    session.clock_end = Some(crate::session::ClockSample::now());
+    session.complete = true;
+    session.attached = attacher.attached().to_vec();
+    session.set_drops(&probes.drops()?);
+    session.correlation = correlation;
+    session.rows = sink_stats.rows;
+    session.files = sink_stats.files;
+    session.bytes = sink_stats.bytes;
+    if decode_errors > 0 {
+        session.drops.insert("undecodable_records", decode_errors);
+    }
+    session.write(&opts.out_dir)?;
+    Ok(TraceSummary {
+        out_dir: opts.out_dir.clone(),
+        session,
+        command_status,
+    })
+}
+
+fn consume_result(
+    joined: Result<Result<(CorrelateStats, SinkStats)>, tokio::task::JoinError>,
+) -> Result<(CorrelateStats, SinkStats)> {
+    joined.context("correlator task panicked")?
+}
+
+/// Libraries attached before tracing starts.
+fn initial_libraries(opts: &TraceOptions) -> Result<Vec<LibraryFile>> {
+    let installed = || {
+        let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
+        discovery::installed_libraries(&discovery::install_dirs(ld_path.as_deref()), &opts.libs)
+    };
+    let files = match &opts.mode {
+        Mode::Attach(pids) => {
+            let mut files = discovery::installed_libraries(&[], &opts.libs);
+            for &pid in pids {
+                files.extend(discovery::mapped_libraries(pid)?);
+            }
+            files
+        }
+        Mode::Command(_) => installed(),
+        Mode::SystemWide => {
+            let mut files = installed();
+            files.extend(discovery::scan_processes().into_iter().flat_map(|(_, l)| l));
+            files
+        }
+    };
+    if files.is_empty() {
+        bail!(
+            "no CANN libraries found: set ASCEND_HOME_PATH (source CANN's set_env.sh), \
+             add their directory to LD_LIBRARY_PATH, or pass --lib PATH"
+        );
+    }
+    Ok(files)
+}
+
+/// Waits for Ctrl-C, SIGTERM, --duration, the command's exit (record) or the targets' exit
+/// (attach); meanwhile attaches to CANN libraries that processes map later.
+async fn wait_for_stop(
+    opts: &TraceOptions,
+    probes: &mut Probes,
+    attacher: &mut Attacher,
+    child: Option<GatedChild>,
+) -> Result<Option<std::process::ExitStatus>> {
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    let mut exited = child.map(GatedChild::wait);
+    loop {
+        tokio::select! {
+            _ = sigint.recv() => return Ok(None),
+            _ = sigterm.recv() => return Ok(None),
+            _ = sleep_until(deadline) => return Ok(None),
+            status = wait_exit(&mut exited) => return Ok(Some(status?)),
+            _ = tick.tick() => {
+                if let Mode::Attach(pids) = &opts.mode
+                    && pids.iter().all(|pid| !PathBuf::from(format!("/proc/{pid}")).exists())
+                {
+                    return Ok(None);
+                }
+                rescan(opts, probes, attacher)?;
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn wait_exit(
+    exited: &mut Option<tokio::task::JoinHandle<std::io::Result<std::process::ExitStatus>>>,
+) -> Result<std::process::ExitStatus> {
+    match exited {
+        Some(handle) => Ok(handle.await.context("waiting for the command")??),
+        None => std::future::pending().await,
+    }
+}
+
+/// Attaches to CANN library files that traced processes (or, system-wide, any process)
+/// mapped since the last scan, e.g. from a container or a private install.
+fn rescan(opts: &TraceOptions, probes: &mut Probes, attacher: &mut Attacher) -> Result<()> {
+    let pids: Vec<u32> = match &opts.mode {
+        Mode::SystemWide => discovery::scan_processes()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect(),
+        _ => probes.targets()?,
+    };
+    for pid in pids {
+        for file in discovery::mapped_libraries(pid).unwrap_or_default() {
+            attacher.attach(probes, file)?;
+        }
+    }
+    Ok(())
+}
+
+/// Drains the ring buffer whenever it is readable and forwards decoded batches. On stop,
+/// drains what is left so nothing already recorded is lost.
+async fn poll_ring(
+    ring: RingBuf<MapData>,
+    tx: mpsc::Sender<Vec<Record>>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<u64> {
+    // SAFETY: the ring buffer owns its fd and outlives the registration (both move here).
+    let mut fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        .map_err(|e| anyhow::anyhow!("registering the ring buffer with tokio: {e}"))?;
+    let mut decode_errors = 0;
+    loop {
+        tokio::select! {
+            guard = fd.readable_mut() => {
+                let mut guard = guard?;
+                loop {
+                    let batch = drain(guard.get_inner_mut(), &mut decode_errors);
+                    let full = batch.len() == BATCH_RECORDS;
+                    if !batch.is_empty() && tx.send(batch).await.is_err() {
+                        return Ok(decode_errors);
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+                guard.clear_ready();
+            }
+            _ = stop.changed() => break,
+        }
+    }
+    loop {
+        let batch = drain(fd.get_mut(), &mut decode_errors);
+        if batch.is_empty() || tx.send(batch).await.is_err() {
+            return Ok(decode_errors);
+        }
+    }
+}
+
+fn drain(ring: &mut RingBuf<MapData>, decode_errors: &mut u64) -> Vec<Record> {
+    let mut batch = Vec::with_capacity(256);
+    while batch.len() < BATCH_RECORDS {
+        let Some(item) = ring.next() else { break };
+        match decode(&item) {
+            Ok(record) => batch.push(record),
+            Err(_) => *decode_errors += 1,
+        }
+    }
+    batch
+}
+
+/// Correlates batches and writes rows; makes them durable once a second.
+async fn consume(
+    mut rx: mpsc::Receiver<Vec<Record>>,
+    mut sink: ParquetSink,
+    print: bool,
+) -> Result<(CorrelateStats, SinkStats)> {
+    let mut correlator = Correlator::default();
+    let mut printer = Printer::new(print);
+    let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    loop {
+        tokio::select! {
+            batch = rx.recv() => {
+                let Some(batch) = batch else { break };
+                for record in &batch {
+                    correlator.push(record, &mut printer);
+                }
+                write(&mut sink, correlator.take_output())?;
+            }
+            _ = tick.tick() => sink.flush()?,
+        }
+    }
+    correlator.finish(&mut printer);
+    write(&mut sink, correlator.take_output())?;
+    Ok((correlator.stats(), sink.finish()?))
+}
+
+fn write(sink: &mut ParquetSink, output: Output) -> Result<()> {
+    if !output.api.is_empty() {
+        sink.write_api(&output.api)?;
+    }
+    if !output.markers.is_empty() {
+        sink.write_markers(&output.markers)?;
+    }
+    Ok(())
+}
+
+/// A command started stopped at a gate, so probes are attached before it runs its first
+/// instruction. `sh` holds the gate (reading fd 3) and then `exec`s the command in place,
+/// keeping the pid the agent already registered as a target.
+struct GatedChild {
+    child: std::process::Child,
+    gate: Option<fs::File>,
+}
+
+impl GatedChild {
+    fn spawn(argv: &[OsString]) -> Result<Self> {
+        let Some(program) = argv.first() else {
+            bail!("record needs a command after `--`, or --system-wide");
+        };
+        let (read_end, write_end) = pipe()?;
+        let mut command = std::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(r#"read -r _ <&3 || exit 127; exec 3<&-; exec "$@""#)
+            .arg("npu-bpftrace-gate")
+            .args(argv);
+        let read_fd = read_end.into_raw();
+        // SAFETY: dup2/close on inherited fds between fork and exec; async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(read_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {}", program.to_string_lossy()))?;
+        // SAFETY: our copy of the read end is no longer needed once the child has it.
+        unsafe { libc::close(read_fd) };
+        Ok(Self {
+            child,
+            gate: Some(write_end.into_file()),
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets the command run.
+    fn release(&mut self) -> Result<()> {
+        use std::io::Write;
+        if let Some(mut gate) = self.gate.take() {
+            gate.write_all(b"\n")
+                .context("releasing the traced command")?;
+        }
+        Ok(())
+    }
+
+    fn wait(mut self) -> tokio::task::JoinHandle<std::io::Result<std::process::ExitStatus>> {
+        tokio::task::spawn_blocking(move || self.child.wait())
+    }
+}
+
+/// A pipe whose ends close on exec (fd 3 in the child is a dup without that flag).
+fn pipe() -> Result<(RawEnd, RawEnd)> {
+    let mut fds = [0; 2];
+    // SAFETY: valid pointer to two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("creating the command gate pipe");
+    }
+    Ok((RawEnd(fds[0]), RawEnd(fds[1])))
+}
+
+struct RawEnd(i32);
+
+impl RawEnd {
+    fn into_raw(self) -> i32 {
+        self.0
+    }
+
+    fn into_file(self) -> fs::File {
+        use std::os::fd::FromRawFd;
+        // SAFETY: the fd is open and owned by nobody else.
+        unsafe { fs::File::from_raw_fd(self.0) }
+    }
+}

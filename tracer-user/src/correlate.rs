@@ -1,0 +1,393 @@
+//! Joins ENTER and EXIT records into `api` rows, names kernels, and builds mstx markers.
+//!
+//! Correlation ids come from the kernel; this stage only pairs records by id, interprets
+//! arguments through the catalog, and remembers what registration calls taught it
+//! (kernel names by function handle or stub, mstx domain names, open ranges).
+use std::collections::HashMap;
+
+use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader};
+
+use crate::{
+    catalog::{self, ProbeDef, Role, Text},
+    decode::{Record, text},
+    records::{ApiRow, MarkerRow},
+    symbolize::Symbolizer,
+};
+
+/// Rows produced since the last [`Correlator::take_output`].
+#[derive(Debug, Default)]
+pub struct Output {
+    pub api: Vec<ApiRow>,
+    pub markers: Vec<MarkerRow>,
+}
+
+impl Output {
+    pub fn is_empty(&self) -> bool {
+        self.api.is_empty() && self.markers.is_empty()
+    }
+}
+
+/// What the correlator could not pair; reported in session.json.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct CorrelateStats {
+    pub calls: u64,
+    /// EXIT whose ENTER never arrived (lost to a full ring buffer).
+    pub exits_without_enter: u64,
+    /// Calls still open when their thread exited or tracing stopped.
+    pub incomplete_calls: u64,
+    /// Records naming a probe id outside the catalog (never expected).
+    pub unknown_probes: u64,
+}
+
+/// Sees calls as they happen (the `--print` sink).
+pub trait Live {
+    fn entered(&mut self, def: &ProbeDef, enter: &ApiEnter);
+    fn exited(&mut self, row: &ApiRow);
+}
+
+/// No live output.
+impl Live for () {
+    fn entered(&mut self, _: &ProbeDef, _: &ApiEnter) {}
+    fn exited(&mut self, _: &ApiRow) {}
+}
+
+#[derive(Default)]
+pub struct Correlator {
+    open: HashMap<u64, ApiEnter>,
+    /// (pid, function handle or stub address) -> kernel name.
+    kernels: HashMap<(u32, u64), String>,
+    /// (pid, mstx domain handle) -> domain name.
+    mstx_domains: HashMap<(u32, u64), String>,
+    /// (pid, mstx range id) -> the range, waiting for its end.
+    ranges: HashMap<(u32, u64), MarkerRow>,
+    symbolizer: Symbolizer,
+    output: Output,
+    stats: CorrelateStats,
+}
+
+impl Correlator {
+    pub fn push(&mut self, record: &Record, live: &mut impl Live) {
+        match record {
+            Record::Enter(enter) => self.enter(enter, live),
+            Record::Exit(exit) => self.exit(exit, live),
+            Record::ThreadExit(header) => self.thread_exit(header, live),
+        }
+    }
+
+    pub fn take_output(&mut self) -> Output {
+        std::mem::take(&mut self.output)
+    }
+
+    pub fn stats(&self) -> CorrelateStats {
+        self.stats
+    }
+
+    /// Calls and ranges still open become incomplete rows (tracing is stopping).
+    pub fn finish(&mut self, live: &mut impl Live) {
+        let open: Vec<u64> = self.open.keys().copied().collect();
+        for id in open {
+            self.close_incomplete(id, live);
+        }
+        let ranges = std::mem::take(&mut self.ranges);
+        self.output.markers.extend(ranges.into_values());
+    }
+
+    fn enter(&mut self, enter: &ApiEnter, live: &mut impl Live) {
+        let Some(def) = catalog::by_probe(enter.header.probe) else {
+            self.stats.unknown_probes += 1;
+            return;
+        };
+        live.entered(def, enter);
+        self.open.insert(enter.correlation_id, *enter);
+    }
+
+    fn exit(&mut self, exit: &ApiExit, live: &mut impl Live) {
+        let Some(enter) = self.open.remove(&exit.correlation_id) else {
+            self.stats.exits_without_enter += 1;
+            return;
+        };
+        let Some(def) = catalog::by_probe(enter.header.probe) else {
+            self.stats.unknown_probes += 1;
+            return;
+        };
+        let out = (exit.flags & EXIT_OUT_VALID != 0).then_some(exit.out_value);
+        let mut row = base_row(def, &enter);
+        row.end_ns = Some(exit.header.ts_ns);
+        row.return_value = def.return_value(exit.ret);
+        row.args = def.decode_args(&enter.args, out, exit.ret);
+        self.apply_text(def, &enter, &mut row);
+        self.apply_role(def, &enter, &mut row);
+        self.stats.calls += 1;
+        live.exited(&row);
+        self.output.api.push(row);
+    }
+
+    fn thread_exit(&mut self, header: &RecordHeader, live: &mut impl Live) {
+        let orphaned: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|(_, e)| e.header.tid == header.tid)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in orphaned {
+            self.close_incomplete(id, live);
+        }
+    }
+
+    fn close_incomplete(&mut self, id: u64, live: &mut impl Live) {
+        let Some(enter) = self.open.remove(&id) else {
+            return;
+        };
+        let Some(def) = catalog::by_probe(enter.header.probe) else {
+            return;
+        };
+        let mut row = base_row(def, &enter);
+        row.incomplete = true;
+        row.args = def.decode_args(&enter.args, None, 0);
+        if let Ret::Value(_) = def.ret {
+            // The return value was never produced; do not report the zero placeholder.
+            row.args.range_id = None;
+        }
+        self.apply_text(def, &enter, &mut row);
+        self.stats.incomplete_calls += 1;
+        live.exited(&row);
+        self.output.api.push(row);
+    }
+
+    fn apply_text(&mut self, def: &ProbeDef, enter: &ApiEnter, row: &mut ApiRow) {
+        let Some((_, kind)) = def.text else { return };
+        let value = String::from_utf8_lossy(text(enter)).into_owned();
+        match kind {
+            Text::KernelName => row.args.kernel_name = Some(value),
+            Text::Message => row.args.message = Some(value),
+        }
+    }
+
+    fn apply_role(&mut self, def: &ProbeDef, enter: &ApiEnter, row: &mut ApiRow) {
+        let pid = row.pid;
+        let ok = row.return_value.is_none_or(|r| r == 0);
+        let handle = row.args.handle.unwrap_or(0);
+        match def.role {
+            Role::Plain => {}
+            Role::RegisterStub | Role::RegisterFunction => {
+                if let (true, Some(name)) = (ok && handle != 0, &row.args.kernel_name) {
+                    self.kernels.insert((pid, handle), name.clone());
+                }
+            }
+            Role::LaunchByHandle => {
+                row.args.kernel_name = self.kernels.get(&(pid, handle)).cloned()
+            }
+            Role::LaunchByStub => row.args.kernel_name = self.stub_name(pid, handle),
+            Role::DomainCreate => {
+                if let (true, Some(name)) = (handle != 0, &row.args.message) {
+                    self.mstx_domains.insert((pid, handle), name.clone());
+                }
+            }
+            Role::MarkA | Role::DomainMark => self.mark(def, row),
+            Role::RangeStartA | Role::DomainRangeStart => self.range_start(def, row),
+            Role::RangeEnd | Role::DomainRangeEnd => self.range_end(enter, row),
+        }
+    }
+
+    /// A stub registered while tracing is named by `rtFunctionRegister`; one registered
+    /// before attach is named by the ELF symbol it points at.
+    fn stub_name(&mut self, pid: u32, stub: u64) -> Option<String> {
+        if let Some(name) = self.kernels.get(&(pid, stub)) {
+            return Some(name.clone());
+        }
+        let name = self.symbolizer.function_at(pid, stub)?;
+        self.kernels.insert((pid, stub), name.clone());
+        Some(name)
+    }
+
+    fn domain_of(&self, def: &ProbeDef, row: &ApiRow) -> Option<String> {
+        matches!(def.role, Role::DomainMark | Role::DomainRangeStart)
+            .then(|| self.mstx_domains.get(&(row.pid, row.args.handle?)).cloned())
+            .flatten()
+    }
+
+    fn mark(&mut self, def: &ProbeDef, row: &ApiRow) {
+        let marker = MarkerRow {
+            kind: "mark",
+            message: row.args.message.clone().unwrap_or_default(),
+            domain: self.domain_of(def, row),
+            pid: row.pid,
+            tid: row.tid,
+            start_ns: row.start_ns,
+            end_ns: Some(row.start_ns),
+            range_id: None,
+            correlation_id: row.correlation_id,
+            stream: row.args.stream,
+            end_tid: None,
+        };
+        self.output.markers.push(marker);
+    }
+
+    fn range_start(&mut self, def: &ProbeDef, row: &ApiRow) {
+        let Some(id) = row.args.range_id.filter(|&id| id != 0) else {
+            return;
+        };
+        let marker = MarkerRow {
+            kind: "range",
+            message: row.args.message.clone().unwrap_or_default(),
+            domain: self.domain_of(def, row),
+            pid: row.pid,
+            tid: row.tid,
+            start_ns: row.start_ns,
+            end_ns: None,
+            range_id: Some(id),
+            correlation_id: row.correlation_id,
+            stream: row.args.stream,
+            end_tid: None,
+        };
+        self.ranges.insert((row.pid, id), marker);
+    }
+
+    fn range_end(&mut self, enter: &ApiEnter, row: &ApiRow) {
+        let Some(id) = row.args.range_id else { return };
+        if let Some(mut marker) = self.ranges.remove(&(row.pid, id)) {
+            marker.end_ns = Some(enter.header.ts_ns);
+            marker.end_tid = Some(row.tid);
+            self.output.markers.push(marker);
+        }
+    }
+}
+
+use catalog::Ret;
+
+fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
+    ApiRow {
+        correlation_id: enter.correlation_id,
+        parent_correlation_id: (enter.parent_correlation_id != 0)
+            .then_some(enter.parent_correlation_id),
+        domain: def.domain.name(),
+        name: def.symbol,
+        mspti_domain: def.mspti.map(|(d, _)| d.name()),
+        cbid: def.mspti.map(|(_, id)| id),
+        library: def.library.file_name(),
+        pid: enter.header.pid,
+        tid: enter.header.tid,
+        depth: enter.header.depth,
+        start_ns: enter.header.ts_ns,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::{MAX_ARGS, RecordKind, TEXT_LEN};
+
+    fn enter(probe: &str, id: u64, parent: u64, ts: u64, args: [u64; MAX_ARGS], s: &str) -> Record {
+        let mut text = [0u8; TEXT_LEN];
+        text[..s.len()].copy_from_slice(s.as_bytes());
+        Record::Enter(ApiEnter {
+            header: RecordHeader {
+                kind: RecordKind::ApiEnter as u8,
+                probe: catalog::find(probe).unwrap(),
+                pid: 10,
+                tid: 11,
+                ts_ns: ts,
+                ..Default::default()
+            },
+            correlation_id: id,
+            parent_correlation_id: parent,
+            args,
+            text_len: s.len() as u32,
+            _pad: 0,
+            text,
+        })
+    }
+
+    fn exit(probe: &str, id: u64, ts: u64, ret: u64, out: Option<u64>) -> Record {
+        Record::Exit(ApiExit {
+            header: RecordHeader {
+                kind: RecordKind::ApiExit as u8,
+                probe: catalog::find(probe).unwrap(),
+                pid: 10,
+                tid: 11,
+                ts_ns: ts,
+                ..Default::default()
+            },
+            correlation_id: id,
+            ret,
+            out_value: out.unwrap_or(0),
+            flags: if out.is_some() { EXIT_OUT_VALID } else { 0 },
+            _pad: 0,
+        })
+    }
+
+    #[test]
+    fn nested_calls_and_kernel_names() {
+        let mut c = Correlator::default();
+        let a = [0; MAX_ARGS];
+        for r in [
+            enter("aclrtBinaryGetFunction", 1, 0, 100, a, "matmul_kernel"),
+            exit("aclrtBinaryGetFunction", 1, 110, 0, Some(0xf00)),
+            enter(
+                "aclrtLaunchKernel",
+                2,
+                0,
+                200,
+                [0xf00, 8, 0, 0, 0x5, 0, 0, 0],
+                "",
+            ),
+            enter(
+                "rtLaunchKernelByFuncHandleV3",
+                3,
+                2,
+                210,
+                [0xf00, 8, 0, 0x5, 0, 0, 0, 0],
+                "",
+            ),
+            exit("rtLaunchKernelByFuncHandleV3", 3, 220, 0, None),
+            exit("aclrtLaunchKernel", 2, 230, 0, None),
+        ] {
+            c.push(&r, &mut ());
+        }
+        let out = c.take_output();
+        assert_eq!(out.api.len(), 3);
+        let inner = &out.api[1];
+        assert_eq!(inner.name, "rtLaunchKernelByFuncHandleV3");
+        assert_eq!(inner.parent_correlation_id, Some(2));
+        assert_eq!(inner.args.kernel_name.as_deref(), Some("matmul_kernel"));
+        assert_eq!(inner.args.stream, Some(0x5));
+        let outer = &out.api[2];
+        assert_eq!((outer.start_ns, outer.end_ns), (200, Some(230)));
+        assert_eq!(outer.args.block_dim, Some(8));
+        assert_eq!(outer.args.kernel_name.as_deref(), Some("matmul_kernel"));
+    }
+
+    #[test]
+    fn mstx_ranges_and_incomplete_calls() {
+        let mut c = Correlator::default();
+        let a = [0; MAX_ARGS];
+        for r in [
+            enter("mstxRangeStartA", 1, 0, 10, a, "step 1"),
+            exit("mstxRangeStartA", 1, 11, 77, None),
+            enter("mstxMarkA", 2, 0, 20, a, "here"),
+            exit("mstxMarkA", 2, 21, 0, None),
+            enter("mstxRangeEnd", 3, 0, 30, [77, 0, 0, 0, 0, 0, 0, 0], ""),
+            exit("mstxRangeEnd", 3, 31, 0, None),
+            enter("aclrtSynchronizeStream", 4, 0, 40, a, ""),
+        ] {
+            c.push(&r, &mut ());
+        }
+        c.finish(&mut ());
+        let out = c.take_output();
+        assert_eq!(out.markers.len(), 2);
+        let range = out.markers.iter().find(|m| m.kind == "range").unwrap();
+        assert_eq!(
+            (range.start_ns, range.end_ns, range.range_id),
+            (10, Some(30), Some(77))
+        );
+        assert_eq!(range.message, "step 1");
+        let open = out
+            .api
+            .iter()
+            .find(|r| r.name == "aclrtSynchronizeStream")
+            .unwrap();
+        assert!(open.incomplete && open.end_ns.is_none());
+        assert_eq!(c.stats().incomplete_calls, 1);
+    }
+}

@@ -1,0 +1,4 @@
+//! Output sinks: where correlated rows go.
+pub mod parquet;
+pub mod print;
+pub mod tables;

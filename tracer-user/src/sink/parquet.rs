@@ -1,0 +1,737 @@
+//! Parquet sink: one hive-style dataset per table, `DIR/<table>/host=<host>/part-<n>.parquet`.
+//!
+//! A Parquet file is readable only once its footer is written, so each part is written to a
+//! hidden `.part-<n>.parquet.tmp` and, on every [`ParquetSink::flush`], closed, fsynced and
+//! renamed into place; the next rows start a new part. A killed agent loses at most the rows
+//! since the last flush, and readers never see a partial file (the leading dot hides
+//! in-progress parts from dataset readers that list the directory).
+use std::collections::BTreeMap;
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::ErrorKind;
+use std::mem;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use super::tables::{self, ApiTable, MarkerTable, Table};
+use crate::records::{ApiRow, MarkerRow};
+
+/// Version of the table layout in `docs/schema.md`, stored in each file's metadata.
+pub const SCHEMA_VERSION: &str = "1";
+
+/// How the sink lays out and encodes its files.
+#[derive(Debug, Clone)]
+pub struct SinkOptions {
+    /// Value of the `host=` partition; defaults to this machine's hostname.
+    pub host: String,
+    /// zstd level of all columns.
+    pub zstd_level: i32,
+    /// Rows buffered in Arrow builders before they are encoded into the open part.
+    pub batch_rows: usize,
+    /// Rows per Parquet row group; bounds the writer's memory between flushes.
+    pub row_group_rows: usize,
+}
+
+impl Default for SinkOptions {
+    fn default() -> Self {
+        Self {
+            host: hostname(),
+            zstd_level: 3,
+            batch_rows: 16 * 1024,
+            row_group_rows: 1024 * 1024,
+        }
+    }
+}
+
+impl SinkOptions {
+    pub fn new(host: impl Into<String>) -> Self {
+        Self {
+            host: host.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// The kernel's hostname, or `localhost` where it cannot be read.
+fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// What a session wrote, as returned by [`ParquetSink::finish`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkStats {
+    /// Rows per table name; every table is present, with 0 where it had no rows.
+    pub rows: BTreeMap<&'static str, u64>,
+    /// Complete part files written.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+}
+
+/// Writes each table as a Parquet dataset under one output directory.
+pub struct ParquetSink {
+    api: TableWriter<ApiTable>,
+    marker: TableWriter<MarkerTable>,
+}
+
+impl ParquetSink {
+    /// Creates `DIR/<table>/host=<host>/` (mode 0700) for every table now, so that
+    /// permission problems show at start and readers find every dataset, even an empty one.
+    /// Part numbers continue after any parts already there.
+    pub fn create(dir: &Path, opts: SinkOptions) -> Result<Self> {
+        check_host(&opts.host)?;
+        Ok(Self {
+            api: TableWriter::create(dir, &opts)?,
+            marker: TableWriter::create(dir, &opts)?,
+        })
+    }
+
+    pub fn write_api(&mut self, rows: &[ApiRow]) -> Result<()> {
+        self.api.write(rows)
+    }
+
+    pub fn write_markers(&mut self, rows: &[MarkerRow]) -> Result<()> {
+        self.marker.write(rows)
+    }
+
+    /// Makes every row written so far durable and readable: closes each table's open part
+    /// (footer, fsync, rename, directory fsync). Tables without new rows are untouched.
+    pub fn flush(&mut self) -> Result<()> {
+        // Flush every table even if one fails, so one bad disk path loses as little as possible.
+        let mut result = Ok(());
+        for table in self.tables() {
+            let r = table.close_part();
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    }
+
+    /// Flushes and closes everything; afterwards every file is a complete Parquet file.
+    pub fn finish(mut self) -> Result<SinkStats> {
+        self.flush()?;
+        let mut stats = SinkStats::default();
+        for table in self.tables() {
+            let (name, rows, files, bytes) = table.stats();
+            stats.rows.insert(name, rows);
+            stats.files += files;
+            stats.bytes += bytes;
+        }
+        Ok(stats)
+    }
+
+    /// Every table, for the operations that treat them alike.
+    fn tables(&mut self) -> [&mut dyn Dataset; 2] {
+        [&mut self.api, &mut self.marker]
+    }
+}
+
+/// The host becomes a directory name: refuse anything that would escape or nest it.
+fn check_host(host: &str) -> Result<()> {
+    if host.is_empty() || host == "." || host == ".." || host.contains(['/', '\0']) {
+        bail!("invalid host name {host:?} for the output path");
+    }
+    Ok(())
+}
+
+/// The table-independent operations of a [`TableWriter`].
+trait Dataset {
+    fn close_part(&mut self) -> Result<()>;
+    /// (table, rows, files, bytes)
+    fn stats(&self) -> (&'static str, u64, u64, u64);
+}
+
+/// One table's dataset directory: buffers rows, writes parts, rotates them on flush.
+struct TableWriter<T: Table> {
+    dir: PathBuf,
+    schema: SchemaRef,
+    props: WriterProperties,
+    batch_rows: usize,
+    pending: T,
+    part: Option<Part>,
+    next_part: u64,
+    rows: u64,
+    files: u64,
+    bytes: u64,
+}
+
+/// The part being written: only its `.tmp` name exists on disk.
+struct Part {
+    n: u64,
+    tmp: PathBuf,
+    writer: ArrowWriter<File>,
+}
+
+impl<T: Table> TableWriter<T> {
+    fn create(root: &Path, opts: &SinkOptions) -> Result<Self> {
+        let dir = root.join(T::NAME).join(format!("host={}", opts.host));
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        let batch_rows = opts.batch_rows.max(1);
+        Ok(Self {
+            next_part: next_part_number(&dir)?,
+            dir,
+            schema: tables::schema::<T>(),
+            props: writer_properties(opts, T::DELTA_COLUMNS)?,
+            batch_rows,
+            pending: T::with_capacity(batch_rows),
+            part: None,
+            rows: 0,
+            files: 0,
+            bytes: 0,
+        })
+    }
+
+    fn write(&mut self, mut rows: &[T::Row]) -> Result<()> {
+        self.rows += rows.len() as u64;
+        while !rows.is_empty() {
+            let room = self.batch_rows.saturating_sub(self.pending.len()).max(1);
+            let (now, rest) = rows.split_at(room.min(rows.len()));
+            self.pending.append(now);
+            if self.pending.len() >= self.batch_rows {
+                self.write_pending()?;
+            }
+            rows = rest;
+        }
+        Ok(())
+    }
+
+    /// Encodes the buffered rows into the open part, opening one if needed.
+    fn write_pending(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let table = mem::replace(&mut self.pending, T::with_capacity(self.batch_rows));
+        let batch = tables::into_batch(table, &self.schema)?;
+        if self.part.is_none() {
+            self.part = Some(self.open_part()?);
+        }
+        let Some(part) = &mut self.part else {
+            unreachable!("a part was just opened")
+        };
+        part.writer
+            .write(&batch)
+            .with_context(|| format!("writing {}", part.tmp.display()))
+    }
+
+    /// Creates the next part's `.tmp` file, private to the user (0600).
+    fn open_part(&mut self) -> Result<Part> {
+        loop {
+            let n = self.next_part;
+            self.next_part += 1;
+            let tmp = self.dir.join(format!(".{}.tmp", part_name(n)));
+            // create_new: never clobber a part that another writer holds.
+            let file = match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)
+            {
+                Ok(file) => file,
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e).with_context(|| format!("creating {}", tmp.display())),
+            };
+            let writer = ArrowWriter::try_new(file, self.schema.clone(), Some(self.props.clone()))
+                .with_context(|| format!("starting Parquet file {}", tmp.display()))?;
+            return Ok(Part { n, tmp, writer });
+        }
+    }
+}
+
+impl<T: Table> Dataset for TableWriter<T> {
+    /// Writes the footer, fsyncs, renames the part into place and fsyncs the directory.
+    fn close_part(&mut self) -> Result<()> {
+        self.write_pending()?;
+        let Some(Part { n, tmp, writer }) = self.part.take() else {
+            return Ok(());
+        };
+        let file = writer
+            .into_inner()
+            .with_context(|| format!("writing the Parquet footer of {}", tmp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("fsync {}", tmp.display()))?;
+        let bytes = file
+            .metadata()
+            .with_context(|| format!("stat {}", tmp.display()))?
+            .len();
+        drop(file);
+        let path = self.dir.join(part_name(n));
+        fs::rename(&tmp, &path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        sync_dir(&self.dir)?;
+        self.files += 1;
+        self.bytes += bytes;
+        Ok(())
+    }
+
+    fn stats(&self) -> (&'static str, u64, u64, u64) {
+        (T::NAME, self.rows, self.files, self.bytes)
+    }
+}
+
+fn part_name(n: u64) -> String {
+    format!("part-{n:06}.parquet")
+}
+
+/// One past the highest part number in `dir`, counting hidden `.tmp` leftovers, so a new
+/// session appends to a dataset instead of overwriting it.
+fn next_part_number(dir: &Path) -> Result<u64> {
+    let mut next = 0;
+    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let name = name.strip_prefix('.').unwrap_or(name);
+        let name = name.strip_suffix(".tmp").unwrap_or(name);
+        let n = name
+            .strip_prefix("part-")
+            .and_then(|s| s.strip_suffix(".parquet"));
+        if let Some(n) = n.and_then(|n| n.parse::<u64>().ok()) {
+            next = next.max(n + 1);
+        }
+    }
+    Ok(next)
+}
+
+/// Makes a rename in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("fsync directory {}", dir.display()))
+}
+
+/// zstd everywhere, dictionaries for the repetitive columns (names, pids, handles, ...),
+/// delta encoding for the increasing ones, and large pages: small files and cheap encoding.
+fn writer_properties(opts: &SinkOptions, delta_columns: &[&str]) -> Result<WriterProperties> {
+    let level = ZstdLevel::try_new(opts.zstd_level)
+        .with_context(|| format!("invalid zstd level {}", opts.zstd_level))?;
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_dictionary_enabled(true)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_data_page_size_limit(1024 * 1024)
+        .set_data_page_row_count_limit(usize::MAX)
+        .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "npu_bpftrace.schema_version".to_owned(),
+            SCHEMA_VERSION.to_owned(),
+        )]));
+    for col in delta_columns {
+        let path = ColumnPath::from(*col);
+        props = props
+            .set_column_dictionary_enabled(path.clone(), false)
+            .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+    }
+    Ok(props.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::ApiArgs;
+    use arrow::array::{Array, AsArray, RecordBatch, RecordBatchReader};
+    use arrow::compute::concat_batches;
+    use arrow::datatypes::{UInt32Type, UInt64Type};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
+
+    /// A fresh, empty scratch directory for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("npu-sink-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn sink(dir: &Path) -> ParquetSink {
+        ParquetSink::create(dir, SinkOptions::new("node-1")).unwrap()
+    }
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn read(path: &Path) -> RecordBatch {
+        let file = File::open(path).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let schema = reader.schema();
+        let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        concat_batches(&schema, &batches).unwrap()
+    }
+
+    fn api_row(id: u64) -> ApiRow {
+        ApiRow {
+            correlation_id: id,
+            domain: "ACL",
+            name: "aclrtMemcpy",
+            library: "libascendcl.so",
+            pid: 7,
+            tid: 8,
+            start_ns: 1000 * id,
+            end_ns: Some(1000 * id + 500),
+            return_value: Some(0),
+            args: ApiArgs {
+                bytes: Some(4096),
+                memcpy_kind: Some("HOST_TO_DEVICE"),
+                kernel_name: (id % 2 == 0).then(|| format!("kernel_{id}")),
+                ..ApiArgs::default()
+            },
+            ..ApiRow::default()
+        }
+    }
+
+    fn marker_row(id: u64) -> MarkerRow {
+        MarkerRow {
+            kind: "range",
+            message: format!("step {id}"),
+            domain: None,
+            pid: 7,
+            tid: 8,
+            start_ns: 10 * id,
+            end_ns: None,
+            range_id: Some(id),
+            correlation_id: id,
+            stream: None,
+            end_tid: Some(9),
+        }
+    }
+
+    #[test]
+    fn round_trip_across_flushes() {
+        let dir = scratch("roundtrip");
+        let mut s = sink(&dir);
+        let api_dir = dir.join("api/host=node-1");
+        let marker_dir = dir.join("marker/host=node-1");
+
+        s.write_api(&[api_row(1), api_row(2)]).unwrap();
+        s.write_markers(&[marker_row(1)]).unwrap();
+        assert!(
+            files(&api_dir).is_empty(),
+            "rows wait in memory for a batch or a flush"
+        );
+        s.flush().unwrap();
+        assert_eq!(files(&api_dir), ["part-000000.parquet"]);
+        s.flush().unwrap(); // nothing new: no empty part
+        s.write_api(&[api_row(3)]).unwrap();
+        s.flush().unwrap();
+        let mut incomplete = api_row(4);
+        incomplete.end_ns = None;
+        incomplete.incomplete = true;
+        incomplete.return_value = None;
+        s.write_api(&[incomplete]).unwrap();
+        let stats = s.finish().unwrap();
+
+        let parts = [
+            "part-000000.parquet",
+            "part-000001.parquet",
+            "part-000002.parquet",
+        ];
+        assert_eq!(files(&api_dir), parts);
+        assert_eq!(files(&marker_dir), ["part-000000.parquet"]);
+        assert_eq!(stats.rows[&"api"], 4);
+        assert_eq!(stats.rows[&"marker"], 1);
+        assert_eq!(stats.files, 4);
+        let on_disk: u64 = parts
+            .iter()
+            .map(|p| fs::metadata(api_dir.join(p)).unwrap().len())
+            .sum::<u64>()
+            + fs::metadata(marker_dir.join(parts[0])).unwrap().len();
+        assert_eq!(stats.bytes, on_disk);
+
+        for (dir, mode) in [(&api_dir, 0o700), (&dir.join("api"), 0o700)] {
+            assert_eq!(
+                fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+                mode
+            );
+        }
+        let mode = fs::metadata(api_dir.join(parts[0]))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        let first = read(&api_dir.join(parts[0]));
+        assert_eq!(first.num_rows(), 2);
+        let ids = first
+            .column_by_name("correlation_id")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        assert_eq!(ids.values(), &[1, 2]);
+        let kernel = first
+            .column_by_name("kernel_name")
+            .unwrap()
+            .as_string::<i32>();
+        assert!(kernel.is_null(0));
+        assert_eq!(kernel.value(1), "kernel_2");
+        let name = first.column_by_name("name").unwrap().as_string::<i32>();
+        assert_eq!(name.value(0), "aclrtMemcpy");
+        assert_eq!(first.column_by_name("device_id").unwrap().null_count(), 2);
+        let schema = first.schema();
+        assert!(
+            !schema
+                .field_with_name("correlation_id")
+                .unwrap()
+                .is_nullable()
+        );
+        assert!(
+            schema
+                .field_with_name("parent_correlation_id")
+                .unwrap()
+                .is_nullable()
+        );
+
+        let last = read(&api_dir.join(parts[2]));
+        assert_eq!(last.num_rows(), 1);
+        assert!(last.column_by_name("end_ns").unwrap().is_null(0));
+        assert!(
+            last.column_by_name("incomplete")
+                .unwrap()
+                .as_boolean()
+                .value(0)
+        );
+
+        let markers = read(&marker_dir.join(parts[0]));
+        assert_eq!(
+            markers
+                .column_by_name("message")
+                .unwrap()
+                .as_string::<i32>()
+                .value(0),
+            "step 1"
+        );
+        assert!(markers.column_by_name("domain").unwrap().is_null(0));
+        let end_tid = markers
+            .column_by_name("end_tid")
+            .unwrap()
+            .as_primitive::<UInt32Type>();
+        assert_eq!(end_tid.value(0), 9);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn columns_use_the_documented_encodings() {
+        let dir = scratch("encodings");
+        let mut s = sink(&dir);
+        s.write_api(&synthetic_trace(1000)).unwrap();
+        s.finish().unwrap();
+        let file = File::open(dir.join("api/host=node-1/part-000000.parquet")).unwrap();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        let meta = builder.metadata();
+        let kv = meta.file_metadata().key_value_metadata().unwrap();
+        assert!(kv.iter().any(|k| k.key == "npu_bpftrace.schema_version"));
+        let rg = meta.row_group(0);
+        for col in rg.columns() {
+            let name = col.column_path().string();
+            assert!(matches!(col.compression(), Compression::ZSTD(_)), "{name}");
+            assert!(col.statistics().is_some(), "{name}");
+            let encodings: Vec<Encoding> = col.encodings().collect();
+            let delta = ApiTable::DELTA_COLUMNS.contains(&name.as_str());
+            assert_eq!(
+                encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+                delta,
+                "{name}"
+            );
+            if ["domain", "name", "library", "memcpy_kind"].contains(&name.as_str()) {
+                assert!(encodings.contains(&Encoding::RLE_DICTIONARY), "{name}");
+            }
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn empty_session_writes_directories_but_no_parts() {
+        let dir = scratch("empty");
+        let mut s = sink(&dir);
+        s.write_api(&[]).unwrap();
+        s.flush().unwrap();
+        let stats = s.finish().unwrap();
+        assert_eq!(stats.files, 0);
+        assert_eq!(stats.rows.get("api"), Some(&0));
+        assert_eq!(stats.rows.get("marker"), Some(&0));
+        for table in ["api", "marker"] {
+            assert!(files(&dir.join(table).join("host=node-1")).is_empty());
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_new_session_appends_parts() {
+        let dir = scratch("append");
+        for _ in 0..2 {
+            let mut s = sink(&dir);
+            s.write_api(&[api_row(1)]).unwrap();
+            s.finish().unwrap();
+        }
+        let api_dir = dir.join("api/host=node-1");
+        assert_eq!(
+            files(&api_dir),
+            ["part-000000.parquet", "part-000001.parquet"]
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn host_must_be_one_path_component() {
+        let dir = scratch("host");
+        for host in ["", ".", "..", "a/b"] {
+            assert!(
+                ParquetSink::create(&dir, SinkOptions::new(host)).is_err(),
+                "{host:?}"
+            );
+        }
+        assert!(!SinkOptions::default().host.is_empty());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A realistic-looking trace: a loop of 10 functions over 2 processes and 4 threads,
+    /// increasing ids and timestamps, durations and arguments from small varied sets.
+    fn synthetic_trace(n: usize) -> Vec<ApiRow> {
+        const FUNCS: [(&str, &str, &str); 10] = [
+            ("ACL", "aclrtMalloc", "libascendcl.so"),
+            ("ACL", "aclrtMemcpy", "libascendcl.so"),
+            ("RUNTIME", "rtMemcpy", "libruntime.so"),
+            ("ACL", "aclrtLaunchKernel", "libascendcl.so"),
+            ("RUNTIME", "rtKernelLaunch", "libruntime.so"),
+            ("ACL", "aclrtMemset", "libascendcl.so"),
+            ("HCCL", "HcclAllReduce", "libhccl.so"),
+            ("ACL", "aclrtRecordEvent", "libascendcl.so"),
+            ("ACL", "aclrtSynchronizeStream", "libascendcl.so"),
+            ("ACL", "aclrtFree", "libascendcl.so"),
+        ];
+        const KERNELS: [&str; 4] = ["MatMulV2_1", "AddN_7", "Softmax_3", "TransData_12"];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let mut t = 1_000_000_000_000u64;
+        (0..n as u64)
+            .map(|i| {
+                let (domain, name, library) = FUNCS[(i % 10) as usize];
+                let thread = (i / 10) % 4;
+                let nested = library == "libruntime.so";
+                t += 200 + rnd(1800);
+                let stream = Some(0x1000_0000 + thread * 0x100);
+                let mut args = ApiArgs {
+                    device_id: Some(0),
+                    ..ApiArgs::default()
+                };
+                match name {
+                    "aclrtMalloc" | "aclrtFree" => {
+                        args.bytes = Some(4096 << rnd(8));
+                        args.address = Some(0x12c0_0000_0000 + rnd(256) * 0x20_0000);
+                    }
+                    "aclrtMemcpy" | "rtMemcpy" | "aclrtMemset" => {
+                        args.stream = stream;
+                        args.bytes = Some(4096 << rnd(8));
+                        args.memcpy_kind = Some("HOST_TO_DEVICE");
+                        args.address = Some(0x12c0_0000_0000 + rnd(256) * 0x20_0000);
+                        args.src_address = Some(0x5600_0000_0000 + rnd(64) * 0x1000);
+                    }
+                    "aclrtLaunchKernel" | "rtKernelLaunch" => {
+                        let k = rnd(4);
+                        args.stream = stream;
+                        args.block_dim = Some(8 << (k % 3));
+                        args.handle = Some(0x7f00_0000_1000 + k * 0x40);
+                        args.kernel_name = Some(KERNELS[k as usize].to_owned());
+                    }
+                    "HcclAllReduce" => {
+                        args.stream = stream;
+                        args.count = Some(1 << (10 + rnd(6)));
+                        args.data_type = Some("FP32");
+                        args.reduce_op = Some("SUM");
+                        args.handle = Some(0x7f00_0002_0000);
+                    }
+                    _ => args.stream = stream,
+                }
+                ApiRow {
+                    correlation_id: i + 1,
+                    parent_correlation_id: nested.then_some(i),
+                    domain,
+                    name,
+                    mspti_domain: (domain != "ACL").then_some(domain),
+                    cbid: (domain != "ACL").then_some((i % 10) as u32 + 1),
+                    library,
+                    pid: 4000 + (thread / 2) as u32,
+                    tid: 4000 + thread as u32 * 3,
+                    depth: nested as u8,
+                    start_ns: t,
+                    end_ns: Some(t + 100 + rnd(4000)),
+                    incomplete: false,
+                    return_value: Some(0),
+                    args,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn api_rows_are_small_on_disk() {
+        let dir = scratch("size");
+        let rows = synthetic_trace(100_000);
+        let mut s = sink(&dir);
+        s.write_api(&rows).unwrap();
+        let stats = s.finish().unwrap();
+        let per_row = stats.bytes as f64 / rows.len() as f64;
+        println!(
+            "api: {} rows, {} bytes, {per_row:.2} bytes/row",
+            rows.len(),
+            stats.bytes
+        );
+        assert!(per_row < 24.0, "{per_row:.2} bytes/row");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Throughput of write_api in agent-sized chunks, with a flush per 200k rows; printed, not
+    /// asserted (meaningful in release builds only).
+    #[test]
+    fn write_api_throughput() {
+        let dir = scratch("speed");
+        let rows = synthetic_trace(200_000);
+        let mut s = sink(&dir);
+        let rounds = 5;
+        let started = Instant::now();
+        for _ in 0..rounds {
+            for chunk in rows.chunks(1024) {
+                s.write_api(chunk).unwrap();
+            }
+            s.flush().unwrap();
+        }
+        let written = started.elapsed();
+        s.finish().unwrap();
+        let total = started.elapsed();
+        let n = (rows.len() * rounds) as f64;
+        println!(
+            "write_api: {:.2} M rows/s; with flushes and finish: {:.2} M rows/s",
+            n / written.as_secs_f64() / 1e6,
+            n / total.as_secs_f64() / 1e6
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
