@@ -5,8 +5,9 @@
 //! below so both sides agree byte for byte.
 #![no_std]
 
-/// Integer arguments captured at ENTER (x86-64 and arm64 pass the first six in registers).
-pub const MAX_ARGS: usize = 6;
+/// Integer arguments captured at ENTER. x86-64 passes six in registers and the rest on
+/// the stack (read there); arm64 passes eight in registers. HCCL calls take up to eight.
+pub const MAX_ARGS: usize = 8;
 /// Bytes of a C string argument (kernel name, marker message) copied at ENTER.
 pub const TEXT_LEN: usize = 64;
 /// Nested traced calls remembered per thread (acl -> rt -> hal is 3 deep).
@@ -143,15 +144,22 @@ pub struct ProbeSpec {
     pub out_arg: u8,
     /// Bytes read through `out_arg` (1..=8).
     pub out_size: u8,
-    pub _pad: [u8; 5],
+    /// [`TEXT_INDIRECT`]: `text_arg` points at a struct whose field at `text_offset` is
+    /// the `const char *` (a layout description, e.g. a kernel name inside a handle).
+    pub text_flags: u8,
+    pub text_offset: u32,
 }
+
+/// `ProbeSpec::text_flags`: the string is reached through a pointer field.
+pub const TEXT_INDIRECT: u8 = 1;
 
 impl ProbeSpec {
     pub const NONE: Self = Self {
         text_arg: NO_ARG,
         out_arg: NO_ARG,
         out_size: 0,
-        _pad: [0; 5],
+        text_flags: 0,
+        text_offset: 0,
     };
 }
 
@@ -211,8 +219,8 @@ mod tests {
         assert_eq!(size_of::<RecordHeader>(), 24);
         assert_eq!(offset_of!(ApiEnter, correlation_id), 24);
         assert_eq!(offset_of!(ApiEnter, args), 40);
-        assert_eq!(offset_of!(ApiEnter, text), 96);
-        assert_eq!(size_of::<ApiEnter>(), 160);
+        assert_eq!(offset_of!(ApiEnter, text), 112);
+        assert_eq!(size_of::<ApiEnter>(), 176);
         assert_eq!(size_of::<ApiExit>(), 56);
         assert_eq!(size_of::<ProbeSpec>(), 8);
         assert_eq!(size_of::<ThreadState>(), 8 + (MAX_DEPTH + 1) * 24);

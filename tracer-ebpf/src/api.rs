@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use tracer_common::{
     ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, Frame, MAX_ARGS, MAX_DEPTH, ProbeSpec,
-    RecordHeader, RecordKind, ThreadState,
+    RecordHeader, RecordKind, TEXT_INDIRECT, ThreadState,
 };
 
 use crate::maps::{
@@ -117,16 +117,17 @@ fn on_enter(ctx: &ProbeContext) {
         (*rec).correlation_id = correlation_id;
         (*rec).parent_correlation_id = parent;
         (*rec).args = args;
-        (*rec).text_len = read_text(arg(&args, spec.text_arg), &mut (*rec).text);
+        (*rec).text_len = read_text(text_ptr(&args, &spec), &mut (*rec).text);
         (*rec)._pad = 0;
     }
     entry.submit(0);
 }
 
-/// The integer-register arguments. Constant indices only: the verifier rejects
-/// context reads at computed offsets.
+/// The integer arguments. Constant indices only: the verifier rejects context reads at
+/// computed offsets.
 #[inline(always)]
 fn read_args(ctx: &ProbeContext) -> [u64; MAX_ARGS] {
+    let [a6, a7] = stack_args(ctx);
     [
         ctx.arg(0).unwrap_or(0),
         ctx.arg(1).unwrap_or(0),
@@ -134,13 +135,46 @@ fn read_args(ctx: &ProbeContext) -> [u64; MAX_ARGS] {
         ctx.arg(3).unwrap_or(0),
         ctx.arg(4).unwrap_or(0),
         ctx.arg(5).unwrap_or(0),
+        a6,
+        a7,
     ]
+}
+
+/// Arguments 7 and 8. On x86-64 they are on the stack: at function entry `rsp` points at
+/// the return address, so they sit at `rsp + 8` and `rsp + 16`.
+#[cfg(bpf_target_arch = "x86_64")]
+#[inline(always)]
+fn stack_args(ctx: &ProbeContext) -> [u64; 2] {
+    // SAFETY: the context pointer comes from the kernel for this program invocation.
+    let sp = unsafe { (*ctx.regs).rsp };
+    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
+    unsafe { bpf_probe_read_user((sp + 8) as *const [u64; 2]) }.unwrap_or([0; 2])
+}
+
+/// Arguments 7 and 8 are in registers on the other 64-bit ABIs aya supports.
+#[cfg(not(bpf_target_arch = "x86_64"))]
+#[inline(always)]
+fn stack_args(ctx: &ProbeContext) -> [u64; 2] {
+    [ctx.arg(6).unwrap_or(0), ctx.arg(7).unwrap_or(0)]
 }
 
 /// Argument `index`, or 0 when the catalog names none ([`NO_ARG`]).
 #[inline(always)]
 fn arg(args: &[u64; MAX_ARGS], index: u8) -> u64 {
     args.get(index as usize).copied().unwrap_or(0)
+}
+
+/// Where the captured string lives: an argument, or a pointer field of the struct an
+/// argument points at (per the catalog's layout description).
+#[inline(always)]
+fn text_ptr(args: &[u64; MAX_ARGS], spec: &ProbeSpec) -> u64 {
+    let base = arg(args, spec.text_arg);
+    if spec.text_flags & TEXT_INDIRECT == 0 || base == 0 {
+        return base;
+    }
+    let field = base.wrapping_add(u64::from(spec.text_offset)) as *const u64;
+    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
+    unsafe { bpf_probe_read_user(field) }.unwrap_or(0)
 }
 
 /// Copies the C string at `ptr` into `dst`; returns its length without the NUL.

@@ -220,6 +220,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         session.drops.insert("undecodable_records", decode_errors);
     }
     session.write(&opts.out_dir)?;
+    probes.close();
     Ok(TraceSummary {
         out_dir: opts.out_dir.clone(),
         session,

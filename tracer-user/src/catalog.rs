@@ -5,7 +5,7 @@
 //! Signatures follow the public CANN headers (`shared/reference/cann_abi.h`); msPTI
 //! callback domains and ids follow `mspti_cbid.h`. The same catalog serves a real CANN host
 //! and the simulator.
-use tracer_common::{NO_ARG, ProbeSpec};
+use tracer_common::{NO_ARG, ProbeSpec, TEXT_INDIRECT};
 
 use crate::records::ApiArgs;
 
@@ -146,6 +146,19 @@ pub enum Text {
     Message,
 }
 
+/// A C string reached through a pointer field of the struct an argument points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Indirect {
+    /// Byte offset of the `const char *` field.
+    pub offset: u32,
+}
+
+/// Layout description: where a function handle (`aclrtFuncHandle`, `rtFuncHandle`) keeps
+/// its kernel-name pointer, in the CANN ABI this catalog is validated against (see
+/// `docs/simulator.md`); another CANN release supplies its own. It names kernels whose
+/// handles were created before tracing began, which no registration call can tell.
+pub const FUNC_HANDLE_NAME: Indirect = Indirect { offset: 0 };
+
 /// An out-parameter read at EXIT through the pointer passed in argument `index`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Out {
@@ -194,6 +207,8 @@ pub struct ProbeDef {
     pub mspti: Option<(MsptiDomain, u32)>,
     pub args: &'static [Arg],
     pub text: Option<(u8, Text)>,
+    /// The text argument is a struct pointer; the string is behind this field.
+    pub text_via: Option<Indirect>,
     pub out: Option<Out>,
     pub ret: Ret,
     pub role: Role,
@@ -212,6 +227,7 @@ const fn f(
         mspti: None,
         args,
         text: None,
+        text_via: None,
         out: None,
         ret: Ret::Status,
         role: Role::Plain,
@@ -225,6 +241,11 @@ impl ProbeDef {
     }
     const fn text(mut self, index: u8, text: Text) -> Self {
         self.text = Some((index, text));
+        self
+    }
+    const fn text_via(mut self, index: u8, via: Indirect, text: Text) -> Self {
+        self.text = Some((index, text));
+        self.text_via = Some(via);
         self
     }
     const fn out(mut self, index: u8, size: u8, column: Column) -> Self {
@@ -251,7 +272,12 @@ impl ProbeDef {
             text_arg: self.text.map_or(NO_ARG, |(i, _)| i),
             out_arg,
             out_size,
-            _pad: [0; 5],
+            text_flags: if self.text_via.is_some() {
+                TEXT_INDIRECT
+            } else {
+                0
+            },
+            text_offset: self.text_via.map_or(0, |v| v.offset),
         }
     }
 
@@ -464,6 +490,7 @@ pub static CATALOG: &[ProbeDef] = &[
             a(4, "stream", Stream),
         ],
     )
+    .text_via(0, FUNC_HANDLE_NAME, Text::KernelName)
     .role(Role::LaunchByHandle),
     f(AscendCl, "aclrtGetDevice", Acl, &[]).out(0, 4, DeviceId),
     f(AscendCl, "aclrtSynchronizeDevice", Acl, &[]),
@@ -604,6 +631,7 @@ pub static CATALOG: &[ProbeDef] = &[
         ],
     )
     .cb(CbRt, 10)
+    .text_via(0, FUNC_HANDLE_NAME, Text::KernelName)
     .role(Role::LaunchByHandle),
     f(
         RtL,

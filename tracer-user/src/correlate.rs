@@ -156,7 +156,11 @@ impl Correlator {
 
     fn apply_text(&mut self, def: &ProbeDef, enter: &ApiEnter, row: &mut ApiRow) {
         let Some((_, kind)) = def.text else { return };
-        let value = String::from_utf8_lossy(text(enter)).into_owned();
+        let bytes = text(enter);
+        if bytes.is_empty() {
+            return;
+        }
+        let value = String::from_utf8_lossy(bytes).into_owned();
         match kind {
             Text::KernelName => row.args.kernel_name = Some(value),
             Text::Message => row.args.message = Some(value),

@@ -1,9 +1,10 @@
 //! Output tables: how each row type becomes Arrow columns.
 //!
 //! A table is a struct of Arrow builders implementing [`Table`]. Its column list (names,
-//! types, nullability) is defined once, in `into_columns`, and the schema is derived from
-//! it, so the schema and the batches cannot disagree. Adding a table means adding one
-//! such struct; the Parquet writer is generic over it. The contract is `docs/schema.md`.
+//! types, nullability, encoding) is written once, in `into_columns`; the schema and the
+//! Parquet encodings are derived from it, so they cannot disagree with the batches. Adding
+//! a table means adding one such struct; the Parquet writer is generic over it. The contract
+//! is `docs/schema.md`.
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -11,19 +12,16 @@ use arrow::array::{
     ArrayBuilder, ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder,
     UInt8Builder, UInt32Builder, UInt64Builder,
 };
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
 use crate::records::{ApiRow, MarkerRow};
 
-/// Rows of one table buffered in Arrow builders.
+/// Rows of one table, buffered in one Arrow builder per column.
 pub trait Table: Sized {
     type Row;
     /// Dataset directory name under the output directory.
     const NAME: &'static str;
-    /// Integer columns whose values mostly increase from row to row: delta encoding stores
-    /// them in a few bits per row, where a dictionary would not help.
-    const DELTA_COLUMNS: &'static [&'static str];
 
     /// Builders sized for `rows` rows, so appending does not reallocate.
     fn with_capacity(rows: usize) -> Self;
@@ -36,42 +34,70 @@ pub trait Table: Sized {
     fn into_columns(self) -> Vec<Column>;
 }
 
-/// One output column: its name, whether it may hold nulls, and its values.
+/// How a column is stored in Parquet (all columns are zstd-compressed on top).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnEncoding {
+    /// A dictionary of the distinct values: names, handles, sizes, addresses, which repeat.
+    Dictionary,
+    /// DELTA_BINARY_PACKED: integers that mostly increase row to row (ids, timestamps)
+    /// take a few bits per row, where a dictionary would not help.
+    Delta,
+    /// Plain values: small low-entropy integers (pids, tids) that zstd alone shrinks as
+    /// well, where a dictionary's per-value hashing would double the encoding cost.
+    Plain,
+}
+
+/// One output column: its name, whether it may hold nulls, its encoding and its values.
 pub struct Column {
-    name: &'static str,
-    nullable: bool,
+    pub name: &'static str,
+    pub nullable: bool,
+    pub encoding: ColumnEncoding,
     values: ArrayRef,
 }
 
+impl Column {
+    pub fn data_type(&self) -> &DataType {
+        self.values.data_type()
+    }
+}
+
 /// A column that never holds nulls.
-fn required(name: &'static str, mut builder: impl ArrayBuilder) -> Column {
+fn required(name: &'static str, encoding: ColumnEncoding, mut b: impl ArrayBuilder) -> Column {
+    let values = b.finish();
     Column {
         name,
         nullable: false,
-        values: builder.finish(),
+        encoding,
+        values,
     }
 }
 
 /// A column from an `Option` field: null where the field is `None`.
-fn optional(name: &'static str, mut builder: impl ArrayBuilder) -> Column {
+fn optional(name: &'static str, encoding: ColumnEncoding, mut b: impl ArrayBuilder) -> Column {
+    let values = b.finish();
     Column {
         name,
         nullable: true,
-        values: builder.finish(),
+        encoding,
+        values,
     }
 }
 
-/// The Arrow schema of table `T`, derived from its (empty) columns.
-pub fn schema<T: Table>() -> SchemaRef {
-    let fields: Vec<Field> = T::with_capacity(0)
-        .into_columns()
+/// The columns of table `T`, without rows: its schema and encodings.
+pub fn columns<T: Table>() -> Vec<Column> {
+    T::with_capacity(0).into_columns()
+}
+
+/// The Arrow schema of `columns`.
+pub fn schema(columns: &[Column]) -> SchemaRef {
+    let fields: Vec<Field> = columns
         .iter()
-        .map(|c| Field::new(c.name, c.values.data_type().clone(), c.nullable))
+        .map(|c| Field::new(c.name, c.data_type().clone(), c.nullable))
         .collect();
     Arc::new(Schema::new(fields))
 }
 
-/// Drains `table` into a batch of `schema` (as returned by [`schema`]).
+/// Drains `table` into a batch of `schema` (that of [`columns`]).
 pub fn into_batch<T: Table>(table: T, schema: &SchemaRef) -> Result<RecordBatch> {
     let arrays = table.into_columns().into_iter().map(|c| c.values).collect();
     RecordBatch::try_new(schema.clone(), arrays)
@@ -122,12 +148,6 @@ pub struct ApiTable {
 impl Table for ApiTable {
     type Row = ApiRow;
     const NAME: &'static str = "api";
-    const DELTA_COLUMNS: &'static [&'static str] = &[
-        "correlation_id",
-        "parent_correlation_id",
-        "start_ns",
-        "end_ns",
-    ];
 
     fn with_capacity(n: usize) -> Self {
         Self {
@@ -206,37 +226,38 @@ impl Table for ApiTable {
     }
 
     fn into_columns(self) -> Vec<Column> {
+        use ColumnEncoding::{Delta, Dictionary, Plain};
         vec![
-            required("correlation_id", self.correlation_id),
-            optional("parent_correlation_id", self.parent_correlation_id),
-            required("domain", self.domain),
-            required("name", self.name),
-            optional("mspti_domain", self.mspti_domain),
-            optional("cbid", self.cbid),
-            required("library", self.library),
-            required("pid", self.pid),
-            required("tid", self.tid),
-            required("depth", self.depth),
-            required("start_ns", self.start_ns),
-            optional("end_ns", self.end_ns),
-            required("incomplete", self.incomplete),
-            optional("return_value", self.return_value),
-            optional("device_id", self.device_id),
-            optional("stream", self.stream),
-            optional("bytes", self.bytes),
-            optional("count", self.count),
-            optional("memcpy_kind", self.memcpy_kind),
-            optional("address", self.address),
-            optional("src_address", self.src_address),
-            optional("value", self.value),
-            optional("block_dim", self.block_dim),
-            optional("handle", self.handle),
-            optional("kernel_name", self.kernel_name),
-            optional("data_type", self.data_type),
-            optional("reduce_op", self.reduce_op),
-            optional("rank", self.rank),
-            optional("message", self.message),
-            optional("range_id", self.range_id),
+            required("correlation_id", Delta, self.correlation_id),
+            optional("parent_correlation_id", Delta, self.parent_correlation_id),
+            required("domain", Dictionary, self.domain),
+            required("name", Dictionary, self.name),
+            optional("mspti_domain", Dictionary, self.mspti_domain),
+            optional("cbid", Plain, self.cbid),
+            required("library", Dictionary, self.library),
+            required("pid", Plain, self.pid),
+            required("tid", Plain, self.tid),
+            required("depth", Plain, self.depth),
+            required("start_ns", Delta, self.start_ns),
+            optional("end_ns", Delta, self.end_ns),
+            required("incomplete", Plain, self.incomplete),
+            optional("return_value", Plain, self.return_value),
+            optional("device_id", Plain, self.device_id),
+            optional("stream", Dictionary, self.stream),
+            optional("bytes", Dictionary, self.bytes),
+            optional("count", Dictionary, self.count),
+            optional("memcpy_kind", Dictionary, self.memcpy_kind),
+            optional("address", Dictionary, self.address),
+            optional("src_address", Dictionary, self.src_address),
+            optional("value", Dictionary, self.value),
+            optional("block_dim", Dictionary, self.block_dim),
+            optional("handle", Dictionary, self.handle),
+            optional("kernel_name", Dictionary, self.kernel_name),
+            optional("data_type", Dictionary, self.data_type),
+            optional("reduce_op", Dictionary, self.reduce_op),
+            optional("rank", Dictionary, self.rank),
+            optional("message", Dictionary, self.message),
+            optional("range_id", Delta, self.range_id),
         ]
     }
 }
@@ -259,8 +280,6 @@ pub struct MarkerTable {
 impl Table for MarkerTable {
     type Row = MarkerRow;
     const NAME: &'static str = "marker";
-    const DELTA_COLUMNS: &'static [&'static str] =
-        &["correlation_id", "start_ns", "end_ns", "range_id"];
 
     fn with_capacity(n: usize) -> Self {
         Self {
@@ -299,18 +318,19 @@ impl Table for MarkerTable {
     }
 
     fn into_columns(self) -> Vec<Column> {
+        use ColumnEncoding::{Delta, Dictionary, Plain};
         vec![
-            required("kind", self.kind),
-            required("message", self.message),
-            optional("domain", self.domain),
-            required("pid", self.pid),
-            required("tid", self.tid),
-            required("start_ns", self.start_ns),
-            optional("end_ns", self.end_ns),
-            optional("range_id", self.range_id),
-            required("correlation_id", self.correlation_id),
-            optional("stream", self.stream),
-            optional("end_tid", self.end_tid),
+            required("kind", Dictionary, self.kind),
+            required("message", Dictionary, self.message),
+            optional("domain", Dictionary, self.domain),
+            required("pid", Plain, self.pid),
+            required("tid", Plain, self.tid),
+            required("start_ns", Delta, self.start_ns),
+            optional("end_ns", Delta, self.end_ns),
+            optional("range_id", Delta, self.range_id),
+            required("correlation_id", Delta, self.correlation_id),
+            optional("stream", Dictionary, self.stream),
+            optional("end_tid", Plain, self.end_tid),
         ]
     }
 }
@@ -360,7 +380,7 @@ mod tests {
 
     #[test]
     fn api_schema_flattens_args_and_maps_types() {
-        let s = schema::<ApiTable>();
+        let s = schema(&columns::<ApiTable>());
         assert_eq!(s.fields().len(), 30);
         let ty = |n: &str| s.field_with_name(n).unwrap().data_type().clone();
         assert_eq!(ty("correlation_id"), DataType::UInt64);
@@ -371,23 +391,17 @@ mod tests {
         assert_eq!(ty("kernel_name"), DataType::Utf8);
         assert!(!s.field_with_name("name").unwrap().is_nullable());
         assert!(s.field_with_name("end_ns").unwrap().is_nullable());
-        for c in ApiTable::DELTA_COLUMNS {
-            assert!(s.field_with_name(c).is_ok(), "{c}");
-        }
     }
 
     #[test]
     fn batches_match_schema_with_all_some_and_all_none() {
-        let s = schema::<ApiTable>();
+        let s = schema(&columns::<ApiTable>());
         let mut t = ApiTable::with_capacity(2);
         t.append(&[full_api_row(), ApiRow::default()]);
         let b = into_batch(t, &s).unwrap();
         assert_eq!(b.num_rows(), 2);
 
-        let s = schema::<MarkerTable>();
-        for c in MarkerTable::DELTA_COLUMNS {
-            assert!(s.field_with_name(c).is_ok(), "{c}");
-        }
+        let s = schema(&columns::<MarkerTable>());
         let mut t = MarkerTable::with_capacity(0);
         t.append(&[MarkerRow::default()]);
         assert_eq!(into_batch(t, &s).unwrap().num_rows(), 1);

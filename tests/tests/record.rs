@@ -1,0 +1,94 @@
+//! `npu-bpftrace record -- CMD`: every call of the simulator's workloads, traced from the
+//! first instruction, matches the ground truth exactly.
+use tests::{Recording, record, sim_bin, truth::assert_api_matches};
+
+fn check(recording: &Recording) {
+    let rows = recording.table("api");
+    let truth = recording.truth_api();
+    assert!(!truth.is_empty(), "the workload wrote no ground truth");
+    let comparison = assert_api_matches(&rows, &truth);
+    println!("{comparison:?}");
+    let session = recording.session();
+    assert_eq!(session["complete"], true);
+    let drops: u64 = session["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(drops, 0, "drops: {}", session["drops"]);
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn train_with_two_ranks() {
+    let workload = [
+        vec![sim_bin("npu-sim-run")],
+        args(&["--nproc", "2", "--", "npu-sim-app", "train", "--steps", "5"]),
+    ]
+    .concat();
+    let recording = record("record-train", &[], &workload);
+    check(&recording);
+    let markers = recording.table("marker");
+    let ranges = markers.iter().filter(|m| m["kind"] == "range").count();
+    assert!(ranges >= 10, "an mstx range per step per rank: {ranges}");
+    assert!(
+        markers.iter().all(|m| !m["end_ns"].is_null()),
+        "every range ended"
+    );
+}
+
+#[test]
+fn alloc() {
+    let recording = record(
+        "record-alloc",
+        &[],
+        &[sim_bin("npu-sim-app"), "alloc".into()],
+    );
+    check(&recording);
+}
+
+#[test]
+fn multithreaded_burst() {
+    let workload = [
+        vec![sim_bin("npu-sim-app")],
+        args(&["burst", "--threads", "4", "--launches", "300"]),
+    ]
+    .concat();
+    check(&record("record-burst", &[], &workload));
+}
+
+#[test]
+fn dlopen_mode() {
+    let workload = [
+        vec![sim_bin("npu-sim-app-dlopen")],
+        args(&["train", "--steps", "3"]),
+    ]
+    .concat();
+    check(&record("record-dlopen", &[], &workload));
+}
+
+#[test]
+fn collectives_and_faults() {
+    let collectives = [
+        vec![sim_bin("npu-sim-run")],
+        args(&["--nproc", "2", "--", "npu-sim-app", "collectives"]),
+    ]
+    .concat();
+    check(&record("record-collectives", &[], &collectives));
+    let faults = [vec![sim_bin("npu-sim-app")], args(&["faults"])].concat();
+    let recording = record("record-faults", &[], &faults);
+    check(&recording);
+    let errors = recording
+        .table("api")
+        .iter()
+        .filter(|r| r["return_value"].as_i64().is_some_and(|v| v != 0))
+        .count();
+    assert!(
+        errors > 0,
+        "the faults workload returns errors the trace must show"
+    );
+}
