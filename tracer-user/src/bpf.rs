@@ -83,7 +83,9 @@ impl Probes {
 
     /// Attaches the ENTER/EXIT pair to the function at `file_offset` in `path`.
     pub fn attach(&mut self, path: &Path, file_offset: u64, probe: u16) -> Result<()> {
-        for name in [ENTER_PROGRAM, EXIT_PROGRAM] {
+        // Return probe first: a call entered between the two attaches then has no ENTER
+        // (its EXIT finds no frame and is ignored) rather than a frame that never pops.
+        for name in [EXIT_PROGRAM, ENTER_PROGRAM] {
             let point = UProbeAttachPoint {
                 location: UProbeAttachLocation::AbsoluteOffset(file_offset),
                 cookie: Some(u64::from(probe)),

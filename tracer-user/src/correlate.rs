@@ -178,8 +178,11 @@ impl Correlator {
                     self.kernels.insert((pid, handle), name.clone());
                 }
             }
+            // Registration seen while tracing wins; else the name read through the handle.
             Role::LaunchByHandle => {
-                row.args.kernel_name = self.kernels.get(&(pid, handle)).cloned()
+                if let Some(name) = self.kernels.get(&(pid, handle)) {
+                    row.args.kernel_name = Some(name.clone());
+                }
             }
             Role::LaunchByStub => row.args.kernel_name = self.stub_name(pid, handle),
             Role::DomainCreate => {

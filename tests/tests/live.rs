@@ -1,0 +1,231 @@
+//! Tracing processes that are already running (attach), processes that start later
+//! (system-wide), and processes killed in the middle of a call.
+use std::{
+    path::Path,
+    process::{Child, Command, Stdio},
+    thread::sleep,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use tests::{
+    Row, read_table, read_truth, scratch_dir, sim_command, tracer_command,
+    truth::assert_api_matches,
+};
+
+/// Spawns `cmd` with stdout to `log` and returns it with the pid the workload prints
+/// (`npu-sim-app: pid=N ...`).
+fn spawn_workload(cmd: &mut Command, log: &Path) -> (Child, u32) {
+    let child = cmd
+        .stdout(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(pid) = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("pid="))
+            .and_then(|p| p.parse().ok())
+        {
+            return (child, pid);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "workload printed no pid: {text:?}"
+        );
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a long `train` run and returns it once it has registered its kernels.
+fn start_long_train(truth: &Path, log: &Path) -> (Child, u32) {
+    let mut cmd = sim_command("npu-sim-app", truth);
+    cmd.args(["train", "--steps", "100000", "--step-sleep-ms", "20"]);
+    let started = spawn_workload(&mut cmd, log);
+    sleep(Duration::from_millis(500)); // registration happens at start
+    started
+}
+
+fn stop(mut app: Child) {
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(app.id() as i32, libc::SIGINT) };
+    let status = app.wait().unwrap();
+    assert!(status.success(), "workload failed: {status}");
+}
+
+fn session(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap()).unwrap()
+}
+
+/// Truth api lines of `pid` (traced libraries only).
+fn truth_of(truth: &Path, pid: u32) -> Vec<Value> {
+    read_truth(truth)
+        .remove(&u64::from(pid))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l["type"] == "api" && l["lib"] != "libascend_hal.so")
+        .collect()
+}
+
+/// Every truth call that began after tracing started and ended before the last traced
+/// return has exactly one row with the same thread and function bracketing it.
+fn assert_window_complete(rows: &[Row], truth: &[Value], traced_from_ns: u64) -> usize {
+    let until = rows
+        .iter()
+        .filter_map(|r| r["end_ns"].as_u64())
+        .max()
+        .expect("rows");
+    let mut unmatched: Vec<&Row> = rows.iter().collect();
+    let mut checked = 0;
+    for call in truth {
+        let (enter, exit) = (
+            call["enter_ns"].as_u64().unwrap(),
+            call["exit_ns"].as_u64().unwrap(),
+        );
+        if enter <= traced_from_ns || exit > until {
+            continue;
+        }
+        let found = unmatched.iter().position(|r| {
+            r["tid"] == call["tid"]
+                && r["name"] == call["fn"]
+                && r["start_ns"].as_u64().unwrap() <= enter
+                && r["end_ns"].as_u64().is_some_and(|end| exit <= end)
+        });
+        let Some(i) = found else {
+            panic!("call missing from the trace: {call}");
+        };
+        unmatched.swap_remove(i);
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn attach_to_running_process_names_kernels_registered_before() {
+    let scratch = scratch_dir("attach");
+    let (truth, dir) = (scratch.join("truth"), scratch.join("trace"));
+    std::fs::create_dir_all(&truth).unwrap();
+    let (app, pid) = start_long_train(&truth, &scratch.join("app.log"));
+    let output = tracer_command(&truth)
+        .args([
+            "attach",
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            "3s",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    stop(app);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let rows = read_table(&dir, "api");
+    assert!(rows.len() > 100, "only {} rows", rows.len());
+    assert!(
+        rows.iter()
+            .all(|r| r["pid"].as_u64() == Some(u64::from(pid)))
+    );
+    let started = session(&dir)["clock_start"]["monotonic_ns"]
+        .as_u64()
+        .unwrap();
+    let checked = assert_window_complete(&rows, &truth_of(&truth, pid), started);
+    assert!(checked > 100, "only {checked} calls in the window");
+    let launches: Vec<&Row> = rows
+        .iter()
+        .filter(|r| {
+            [
+                "aclrtLaunchKernel",
+                "rtLaunchKernelByFuncHandleV3",
+                "rtKernelLaunch",
+            ]
+            .contains(&r["name"].as_str().unwrap())
+        })
+        .collect();
+    assert!(!launches.is_empty());
+    for launch in launches {
+        assert!(
+            launch["kernel_name"].is_string(),
+            "unnamed kernel: {launch:?}"
+        );
+    }
+}
+
+#[test]
+fn system_wide_traces_processes_started_later() {
+    let scratch = scratch_dir("system-wide");
+    let (truth, dir) = (scratch.join("truth"), scratch.join("trace"));
+    std::fs::create_dir_all(&truth).unwrap();
+    let mut agent = tracer_command(&truth)
+        .args(["record", "--system-wide", "--out"])
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("session.json").exists() {
+        assert!(Instant::now() < deadline, "agent did not start");
+        sleep(Duration::from_millis(50));
+    }
+    let app = sim_command("npu-sim-app", &truth)
+        .arg("alloc")
+        .output()
+        .unwrap();
+    assert!(app.status.success());
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(agent.id() as i32, libc::SIGINT) };
+    assert!(agent.wait().unwrap().success());
+
+    let truth_lines: Vec<Value> = read_truth(&truth).into_values().flatten().collect();
+    let pid = truth_lines
+        .first()
+        .and_then(|l| l["pid"].as_u64())
+        .expect("truth written");
+    let rows: Vec<Row> = read_table(&dir, "api")
+        .into_iter()
+        .filter(|r| r["pid"].as_u64() == Some(pid))
+        .collect();
+    assert_api_matches(&rows, &truth_of(&truth, pid as u32));
+    assert_eq!(session(&dir)["complete"], true);
+}
+
+#[test]
+fn killed_process_leaves_incomplete_calls() {
+    let scratch = scratch_dir("killed");
+    let (truth, dir) = (scratch.join("truth"), scratch.join("trace"));
+    std::fs::create_dir_all(&truth).unwrap();
+    let mut cmd = tracer_command(&truth);
+    cmd.env("NPU_SIM_KERNEL_US", "matmul_fwd=5000000")
+        .args(["record", "--out"])
+        .arg(&dir)
+        .args(["--", "npu-sim-app", "train", "--steps", "3"]);
+    let (mut agent, pid) = spawn_workload(&mut cmd, &scratch.join("app.log"));
+    let pid = pid as i32;
+    sleep(Duration::from_millis(1500)); // inside a stream sync waiting for the 5 s kernel
+    // SAFETY: plain kill(2) of the workload.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let status = agent.wait().unwrap();
+    assert!(!status.success(), "the agent reports the command's failure");
+
+    let rows = read_table(&dir, "api");
+    let incomplete: Vec<&Row> = rows.iter().filter(|r| r["incomplete"] == true).collect();
+    assert!(
+        incomplete
+            .iter()
+            .any(|r| r["name"].as_str().unwrap().contains("ynchronize")),
+        "the call blocked at the kill is reported incomplete: {incomplete:?}"
+    );
+    assert!(incomplete.iter().all(|r| r["end_ns"].is_null()));
+    assert!(
+        session(&dir)["correlation"]["incomplete_calls"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+}
