@@ -15,8 +15,9 @@ use tests::{
 
 /// Spawns `cmd` with stdout to `log` and returns it with the pid the workload prints
 /// (`npu-sim-app: pid=N ...`).
+#[allow(clippy::zombie_processes, reason = "the caller waits for the returned child")]
 fn spawn_workload(cmd: &mut Command, log: &Path) -> (Child, u32) {
-    let child = cmd
+    let mut child = cmd
         .stdout(std::fs::File::create(log).unwrap())
         .spawn()
         .expect("spawn");
@@ -30,10 +31,11 @@ fn spawn_workload(cmd: &mut Command, log: &Path) -> (Child, u32) {
         {
             return (child, pid);
         }
-        assert!(
-            Instant::now() < deadline,
-            "workload printed no pid: {text:?}"
-        );
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("workload printed no pid: {text:?}");
+        }
         sleep(Duration::from_millis(20));
     }
 }
@@ -132,9 +134,19 @@ fn attach_to_running_process_names_kernels_registered_before() {
         rows.iter()
             .all(|r| r["pid"].as_u64() == Some(u64::from(pid)))
     );
-    let started = session(&dir)["clock_start"]["monotonic_ns"]
-        .as_u64()
-        .unwrap();
+    let session = session(&dir);
+    let drops: u64 = session["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(
+        drops, 0,
+        "attaching mid-call must not leak call frames: {}",
+        session["drops"]
+    );
+    let started = session["clock_start"]["monotonic_ns"].as_u64().unwrap();
     let checked = assert_window_complete(&rows, &truth_of(&truth, pid), started);
     assert!(checked > 100, "only {checked} calls in the window");
     let launches: Vec<&Row> = rows
