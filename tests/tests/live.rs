@@ -15,7 +15,10 @@ use tests::{
 
 /// Spawns `cmd` with stdout to `log` and returns it with the pid the workload prints
 /// (`npu-sim-app: pid=N ...`).
-#[allow(clippy::zombie_processes, reason = "the caller waits for the returned child")]
+#[allow(
+    clippy::zombie_processes,
+    reason = "the caller waits for the returned child"
+)]
 fn spawn_workload(cmd: &mut Command, log: &Path) -> (Child, u32) {
     let mut child = cmd
         .stdout(std::fs::File::create(log).unwrap())

@@ -105,9 +105,7 @@ fn check_prefix(prefix: &Path) -> Result<()> {
 }
 
 fn run_checked(cmd: &mut Command) -> Result<()> {
-    let status = cmd
-        .status()
-        .with_context(|| format!("running {cmd:?}"))?;
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed with {status}");
     }
