@@ -90,3 +90,131 @@ pub struct MarkerRow {
     /// Thread that ended the range (ranges may end on another thread).
     pub end_tid: Option<u32>,
 }
+
+/// Where a device task ran and when, shared by every device activity table. Device
+/// times are converted from the device's syscnt to host CLOCK_MONOTONIC ns by the clock
+/// model; the raw counts are kept so a dataset can be re-aligned offline.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceTask {
+    /// The outermost API call that produced the task (joins `api.correlation_id`).
+    pub correlation_id: u64,
+    /// Process and thread that submitted the task.
+    pub pid: u32,
+    pub tid: u32,
+    pub device_id: u32,
+    pub stream_id: u32,
+    /// 16-bit per-stream task id (wraps).
+    pub task_id: u32,
+    /// Device start/end on the host clock (CLOCK_MONOTONIC ns); None when the task never
+    /// completed while traced.
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+    /// Raw device syscnt at start/end.
+    pub device_start_cnt: Option<u64>,
+    pub device_end_cnt: Option<u64>,
+    /// Host time the task was handed to the driver (`halSqTaskSend`).
+    pub submit_ns: u64,
+    /// Error code the device reported in the completion (0 = success); None if none arrived.
+    pub status: Option<u32>,
+}
+
+/// One kernel execution: table `kernel`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelRow {
+    pub task: DeviceTask,
+    pub name: Option<String>,
+    /// `AI_CORE`, `AI_CPU`, `AI_VECTOR`, or `UNKNOWN`.
+    pub kernel_type: &'static str,
+    pub block_dim: u32,
+    /// The launch API, e.g. `aclrtLaunchKernel`.
+    pub api_name: &'static str,
+}
+
+/// One device copy: table `memcpy`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemcpyRow {
+    pub task: DeviceTask,
+    /// msPTI copy kind: `HTOH`, `HTOD`, `DTOH`, `DTOD`, `DEFAULT` or `UNKNOWN`.
+    pub copy_kind: &'static str,
+    pub bytes: u64,
+    pub is_async: bool,
+    /// bytes / device duration, GB/s (10^9 bytes per second).
+    pub bandwidth_gbps: Option<f64>,
+    pub api_name: &'static str,
+}
+
+/// One device memset: table `memset`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemsetRow {
+    pub task: DeviceTask,
+    pub value: u32,
+    pub bytes: u64,
+    pub is_async: bool,
+    pub api_name: &'static str,
+}
+
+/// One collective or point-to-point operation of one rank: table `hccl`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HcclRow {
+    pub task: DeviceTask,
+    /// Operation, e.g. `HcclAllReduce`.
+    pub name: &'static str,
+    /// Communicator handle in this process.
+    pub comm: u64,
+    /// Name stable across the ranks of a job: communicators numbered in creation order
+    /// per process, with the world size (`comm0/2`).
+    pub comm_name: Option<String>,
+    pub rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub data_type: Option<&'static str>,
+    pub count: Option<u64>,
+    pub bytes: Option<u64>,
+    pub reduce_op: Option<&'static str>,
+    /// Root (broadcast/reduce) or peer (send/recv) rank.
+    pub peer: Option<u32>,
+    /// bytes / device duration, GB/s.
+    pub bandwidth_gbps: Option<f64>,
+    /// 0, 1, 2, ... per communicator and process: the same collective has the same `seq`
+    /// on every rank.
+    pub seq: u64,
+}
+
+/// One allocation or release: table `memory`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryRow {
+    /// The outermost API call (e.g. `aclrtMalloc` for the `rtMalloc` inside it).
+    pub correlation_id: u64,
+    pub pid: u32,
+    pub tid: u32,
+    /// `ALLOCATION` or `RELEASE`.
+    pub operation: &'static str,
+    /// `DEVICE` or `HOST` (pinned host memory).
+    pub memory_kind: &'static str,
+    pub address: u64,
+    /// Size; for releases, the size of the allocation released (when it was traced).
+    pub bytes: Option<u64>,
+    pub device_id: Option<i32>,
+    /// The allocation call's host interval.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The runtime call that did it, e.g. `rtMalloc`.
+    pub api_name: &'static str,
+    pub return_value: i64,
+}
+
+/// What the user must know to trust the trace: table `critical_event`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CriticalEventRow {
+    pub ts_ns: u64,
+    /// `ring_buffer_drop`, `missing_completion`, `device_error`, `clock_model`, ...
+    pub kind: &'static str,
+    /// `warning` or `error`.
+    pub severity: &'static str,
+    pub pid: Option<u32>,
+    pub tid: Option<u32>,
+    pub device_id: Option<u32>,
+    pub correlation_id: Option<u64>,
+    /// How many occurrences the row stands for (drops are counted, not listed).
+    pub count: u64,
+    pub message: String,
+}
