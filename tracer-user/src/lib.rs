@@ -10,6 +10,7 @@ pub mod agent;
 pub mod attach;
 pub mod bpf;
 pub mod catalog;
+pub mod clock;
 pub mod correlate;
 pub mod decode;
 pub mod discovery;
