@@ -21,8 +21,13 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
-use super::tables::{self, ApiTable, Column, ColumnEncoding, MarkerTable, Table};
-use crate::records::{ApiRow, MarkerRow};
+use super::tables::{
+    self, ApiTable, Column, ColumnEncoding, CriticalEventTable, HcclTable, KernelTable,
+    MarkerTable, MemcpyTable, MemoryTable, MemsetTable, Table,
+};
+use crate::records::{
+    ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
+};
 
 /// Version of the table layout in `docs/schema.md`, stored in each file's metadata.
 pub const SCHEMA_VERSION: &str = "1";
@@ -84,6 +89,12 @@ pub struct SinkStats {
 pub struct ParquetSink {
     api: TableWriter<ApiTable>,
     marker: TableWriter<MarkerTable>,
+    kernel: TableWriter<KernelTable>,
+    memcpy: TableWriter<MemcpyTable>,
+    memset: TableWriter<MemsetTable>,
+    hccl: TableWriter<HcclTable>,
+    memory: TableWriter<MemoryTable>,
+    critical_event: TableWriter<CriticalEventTable>,
 }
 
 impl ParquetSink {
@@ -95,6 +106,12 @@ impl ParquetSink {
         Ok(Self {
             api: TableWriter::create(dir, &opts)?,
             marker: TableWriter::create(dir, &opts)?,
+            kernel: TableWriter::create(dir, &opts)?,
+            memcpy: TableWriter::create(dir, &opts)?,
+            memset: TableWriter::create(dir, &opts)?,
+            hccl: TableWriter::create(dir, &opts)?,
+            memory: TableWriter::create(dir, &opts)?,
+            critical_event: TableWriter::create(dir, &opts)?,
         })
     }
 
@@ -104,6 +121,30 @@ impl ParquetSink {
 
     pub fn write_markers(&mut self, rows: &[MarkerRow]) -> Result<()> {
         self.marker.write(rows)
+    }
+
+    pub fn write_kernels(&mut self, rows: &[KernelRow]) -> Result<()> {
+        self.kernel.write(rows)
+    }
+
+    pub fn write_memcpys(&mut self, rows: &[MemcpyRow]) -> Result<()> {
+        self.memcpy.write(rows)
+    }
+
+    pub fn write_memsets(&mut self, rows: &[MemsetRow]) -> Result<()> {
+        self.memset.write(rows)
+    }
+
+    pub fn write_hccl(&mut self, rows: &[HcclRow]) -> Result<()> {
+        self.hccl.write(rows)
+    }
+
+    pub fn write_memory(&mut self, rows: &[MemoryRow]) -> Result<()> {
+        self.memory.write(rows)
+    }
+
+    pub fn write_critical_events(&mut self, rows: &[CriticalEventRow]) -> Result<()> {
+        self.critical_event.write(rows)
     }
 
     /// Makes every row written so far durable and readable: closes each table's open part
@@ -134,8 +175,17 @@ impl ParquetSink {
     }
 
     /// Every table, for the operations that treat them alike.
-    fn tables(&mut self) -> [&mut dyn Dataset; 2] {
-        [&mut self.api, &mut self.marker]
+    fn tables(&mut self) -> [&mut dyn Dataset; 8] {
+        [
+            &mut self.api,
+            &mut self.marker,
+            &mut self.kernel,
+            &mut self.memcpy,
+            &mut self.memset,
+            &mut self.hccl,
+            &mut self.memory,
+            &mut self.critical_event,
+        ]
     }
 }
 
@@ -367,10 +417,10 @@ fn writer_properties(opts: &SinkOptions, columns: &[Column]) -> Result<WriterPro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::ApiArgs;
+    use crate::records::{ApiArgs, DeviceTask};
     use arrow::array::{Array, AsArray, RecordBatch, RecordBatchReader};
     use arrow::compute::concat_batches;
-    use arrow::datatypes::{UInt32Type, UInt64Type};
+    use arrow::datatypes::{Float64Type, UInt32Type, UInt64Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use std::os::unix::fs::PermissionsExt;
 
@@ -547,19 +597,16 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[test]
-    fn columns_use_the_documented_encodings() {
-        let dir = scratch("encodings");
-        let mut s = sink(&dir);
-        s.write_api(&synthetic_trace(1000)).unwrap();
-        s.finish().unwrap();
-        let file = File::open(dir.join("api/host=node-1/part-000000.parquet")).unwrap();
+    /// Checks every column chunk of the part at `path` against `T`'s columns: zstd, the
+    /// declared encoding, statistics except on strings; and the schema version.
+    fn assert_documented_encodings<T: Table>(path: &Path) {
+        let file = File::open(path).unwrap();
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
         let meta = builder.metadata();
         let kv = meta.file_metadata().key_value_metadata().unwrap();
         assert!(kv.iter().any(|k| k.key == "npu_bpftrace.schema_version"));
         let rg = meta.row_group(0);
-        for (col, spec) in rg.columns().iter().zip(tables::columns::<ApiTable>()) {
+        for (col, spec) in rg.columns().iter().zip(tables::columns::<T>()) {
             let name = col.column_path().string();
             assert_eq!(name, spec.name);
             assert!(matches!(col.compression(), Compression::ZSTD(_)), "{name}");
@@ -574,6 +621,15 @@ mod tests {
                 ColumnEncoding::Plain => assert!(!delta && !dict, "{name}: {encodings:?}"),
             }
         }
+    }
+
+    #[test]
+    fn columns_use_the_documented_encodings() {
+        let dir = scratch("encodings");
+        let mut s = sink(&dir);
+        s.write_api(&synthetic_trace(1000)).unwrap();
+        s.finish().unwrap();
+        assert_documented_encodings::<ApiTable>(&dir.join("api/host=node-1/part-000000.parquet"));
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -590,6 +646,307 @@ mod tests {
         for table in ["api", "marker"] {
             assert!(files(&dir.join(table).join("host=node-1")).is_empty());
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A completed device task; `id` varies its ids and times.
+    fn task(id: u64) -> DeviceTask {
+        DeviceTask {
+            correlation_id: id,
+            pid: 7,
+            tid: 8,
+            device_id: 1,
+            stream_id: 3,
+            task_id: id as u32,
+            start_ns: Some(1000 * id + 100),
+            end_ns: Some(1000 * id + 600),
+            device_start_cnt: Some(50 * id),
+            device_end_cnt: Some(50 * id + 25),
+            submit_ns: 1000 * id,
+            status: Some(0),
+        }
+    }
+
+    /// A device task that never completed while traced: every optional field is None.
+    fn unfinished(id: u64) -> DeviceTask {
+        DeviceTask {
+            start_ns: None,
+            end_ns: None,
+            device_start_cnt: None,
+            device_end_cnt: None,
+            status: None,
+            ..task(id)
+        }
+    }
+
+    /// Reads table `T`'s only part under `dir` and checks that it holds exactly `rows`
+    /// (values, nulls, and the schema from the Parquet schema alone) with the documented
+    /// encodings.
+    fn check_round_trip<T: Table>(dir: &Path, rows: &[T::Row]) -> RecordBatch {
+        let table_dir = dir.join(T::NAME).join("host=node-1");
+        assert_eq!(files(&table_dir), ["part-000000.parquet"], "{}", T::NAME);
+        let part = table_dir.join("part-000000.parquet");
+        let batch = read(&part);
+        let mut expected = T::with_capacity(rows.len());
+        expected.append(rows);
+        let schema = tables::schema(&tables::columns::<T>());
+        let expected = tables::into_batch(expected, &schema).unwrap();
+        assert_eq!(batch, expected, "{}", T::NAME);
+        assert_documented_encodings::<T>(&part);
+        batch
+    }
+
+    #[test]
+    fn device_tables_round_trip() {
+        let dir = scratch("device");
+        let mut s = sink(&dir);
+        let kernels = [
+            KernelRow {
+                task: task(1),
+                name: Some("MatMulV2_1".into()),
+                kernel_type: "AI_CORE",
+                block_dim: 8,
+                api_name: "aclrtLaunchKernel",
+            },
+            KernelRow {
+                task: unfinished(2),
+                name: None,
+                kernel_type: "UNKNOWN",
+                block_dim: 1,
+                api_name: "rtKernelLaunch",
+            },
+        ];
+        let memcpys = [
+            MemcpyRow {
+                task: task(3),
+                copy_kind: "HTOD",
+                bytes: 1 << 20,
+                is_async: true,
+                bandwidth_gbps: Some(2097.152),
+                api_name: "aclrtMemcpyAsync",
+            },
+            MemcpyRow {
+                task: unfinished(4),
+                copy_kind: "DTOH",
+                bytes: 4096,
+                is_async: false,
+                bandwidth_gbps: None,
+                api_name: "aclrtMemcpy",
+            },
+        ];
+        let memsets = [
+            MemsetRow {
+                task: task(5),
+                value: 0,
+                bytes: 4096,
+                is_async: true,
+                api_name: "aclrtMemsetAsync",
+            },
+            MemsetRow {
+                task: unfinished(6),
+                value: 0xff,
+                bytes: 512,
+                is_async: false,
+                api_name: "aclrtMemset",
+            },
+        ];
+        let hccl = [
+            HcclRow {
+                task: task(7),
+                name: "HcclAllReduce",
+                comm: 0x7f00_0002_0000,
+                comm_name: Some("comm0/2".into()),
+                rank: Some(0),
+                world_size: Some(2),
+                data_type: Some("FP32"),
+                count: Some(1024),
+                bytes: Some(4096),
+                reduce_op: Some("SUM"),
+                peer: Some(1),
+                bandwidth_gbps: Some(8.192),
+                seq: 0,
+            },
+            HcclRow {
+                task: unfinished(8),
+                name: "HcclBarrier",
+                comm: 0x7f00_0002_0000,
+                seq: 1,
+                ..HcclRow::default()
+            },
+        ];
+        s.write_kernels(&kernels).unwrap();
+        s.write_memcpys(&memcpys).unwrap();
+        s.write_memsets(&memsets).unwrap();
+        s.write_hccl(&hccl).unwrap();
+        let stats = s.finish().unwrap();
+        for table in ["kernel", "memcpy", "memset", "hccl"] {
+            assert_eq!(stats.rows[table], 2, "{table}");
+        }
+
+        let kernel = check_round_trip::<KernelTable>(&dir, &kernels);
+        let names: Vec<&str> = kernel
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(names[..3], ["correlation_id", "pid", "tid"]);
+        assert_eq!(
+            names[12..],
+            ["name", "kernel_type", "block_dim", "api_name"]
+        );
+        let cnt = kernel
+            .column_by_name("device_end_cnt")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        assert_eq!(cnt.value(0), 75);
+        assert!(cnt.is_null(1));
+        assert!(kernel.column_by_name("name").unwrap().is_null(1));
+
+        let memcpy = check_round_trip::<MemcpyTable>(&dir, &memcpys);
+        let bandwidth = memcpy
+            .column_by_name("bandwidth_gbps")
+            .unwrap()
+            .as_primitive::<Float64Type>();
+        assert_eq!(bandwidth.value(0), 2097.152);
+        assert!(bandwidth.is_null(1));
+
+        check_round_trip::<MemsetTable>(&dir, &memsets);
+
+        let hccl = check_round_trip::<HcclTable>(&dir, &hccl);
+        let seq = hccl
+            .column_by_name("seq")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        assert_eq!(seq.values(), &[0, 1]);
+        for column in [
+            "comm_name",
+            "rank",
+            "data_type",
+            "peer",
+            "bandwidth_gbps",
+            "status",
+        ] {
+            assert!(hccl.column_by_name(column).unwrap().is_null(1), "{column}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn memory_and_critical_event_round_trip() {
+        let dir = scratch("memory");
+        let mut s = sink(&dir);
+        let memory = [
+            MemoryRow {
+                correlation_id: 1,
+                pid: 7,
+                tid: 8,
+                operation: "ALLOCATION",
+                memory_kind: "DEVICE",
+                address: 0x12c0_0000_0000,
+                bytes: Some(1 << 20),
+                device_id: Some(0),
+                start_ns: 1000,
+                end_ns: 1500,
+                api_name: "rtMalloc",
+                return_value: 0,
+            },
+            MemoryRow {
+                correlation_id: 2,
+                pid: 7,
+                tid: 8,
+                operation: "RELEASE",
+                memory_kind: "HOST",
+                address: 0x5600_0000_0000,
+                bytes: None,
+                device_id: None,
+                start_ns: 2000,
+                end_ns: 2100,
+                api_name: "rtFreeHost",
+                return_value: -1,
+            },
+        ];
+        let events = [
+            CriticalEventRow {
+                ts_ns: 5000,
+                kind: "device_error",
+                severity: "error",
+                pid: Some(7),
+                tid: Some(8),
+                device_id: Some(1),
+                correlation_id: Some(3),
+                count: 1,
+                message: "task 3 on stream 3 failed with 507015".into(),
+            },
+            CriticalEventRow {
+                ts_ns: 6000,
+                kind: "ring_buffer_drop",
+                severity: "warning",
+                pid: None,
+                tid: None,
+                device_id: None,
+                correlation_id: None,
+                count: 42,
+                message: "42 events dropped".into(),
+            },
+        ];
+        s.write_memory(&memory).unwrap();
+        s.write_critical_events(&events).unwrap();
+        let stats = s.finish().unwrap();
+        assert_eq!(stats.rows["memory"], 2);
+        assert_eq!(stats.rows["critical_event"], 2);
+
+        let memory = check_round_trip::<MemoryTable>(&dir, &memory);
+        assert!(memory.column_by_name("bytes").unwrap().is_null(1));
+        let events = check_round_trip::<CriticalEventTable>(&dir, &events);
+        let count = events
+            .column_by_name("count")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        assert_eq!(count.values(), &[1, 42]);
+        assert!(events.column_by_name("correlation_id").unwrap().is_null(1));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn finish_makes_every_dataset_and_parts_only_where_rows_were() {
+        let dir = scratch("datasets");
+        let mut s = sink(&dir);
+        s.write_kernels(&[KernelRow::default()]).unwrap();
+        s.write_critical_events(&[CriticalEventRow::default(), CriticalEventRow::default()])
+            .unwrap();
+        s.write_memcpys(&[]).unwrap();
+        let stats = s.finish().unwrap();
+        let tables = [
+            "api",
+            "critical_event",
+            "hccl",
+            "kernel",
+            "marker",
+            "memcpy",
+            "memory",
+            "memset",
+        ];
+        assert_eq!(stats.rows.keys().copied().collect::<Vec<_>>(), tables);
+        let mut datasets = files(&dir);
+        datasets.retain(|name| !name.starts_with('.'));
+        assert_eq!(datasets, tables);
+        for table in tables {
+            let parts = files(&dir.join(table).join("host=node-1"));
+            let rows = match table {
+                "kernel" => 1,
+                "critical_event" => 2,
+                _ => 0,
+            };
+            assert_eq!(stats.rows[table], rows, "{table}");
+            let expected: &[&str] = if rows > 0 {
+                &["part-000000.parquet"]
+            } else {
+                &[]
+            };
+            assert_eq!(parts, expected, "{table}");
+        }
+        assert_eq!(stats.files, 2);
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,21 +1,24 @@
 //! Output tables: how each row type becomes Arrow columns.
 //!
-//! A table is a struct of Arrow builders implementing [`Table`]. Its column list (names,
-//! types, nullability, encoding) is written once, in `into_columns`; the schema and the
-//! Parquet encodings are derived from it, so they cannot disagree with the batches. Adding
-//! a table means adding one such struct; the Parquet writer is generic over it. The contract
-//! is `docs/schema.md`.
+//! A table is a struct of Arrow builders implementing [`Table`], declared with [`table!`]:
+//! each column (name, builder, nullability, encoding, and how to read it from a row) is
+//! written once, and the struct, its appends and its column list are generated from that.
+//! The schema and the Parquet encodings are derived from the column list, so they cannot
+//! disagree with the batches. Adding a table means adding one `table!`; the Parquet writer
+//! is generic over it. The contract is `docs/schema.md`.
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use arrow::array::{
-    ArrayBuilder, ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder,
-    UInt8Builder, UInt32Builder, UInt64Builder,
+    ArrayBuilder, ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder,
+    PrimitiveBuilder, StringBuilder, UInt8Builder, UInt32Builder, UInt64Builder,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
-use crate::records::{ApiRow, MarkerRow};
+use crate::records::{
+    ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
+};
 
 /// Rows of one table, buffered in one Arrow builder per column.
 pub trait Table: Sized {
@@ -39,11 +42,13 @@ pub trait Table: Sized {
 pub enum ColumnEncoding {
     /// A dictionary of the distinct values: names, handles, sizes, addresses, which repeat.
     Dictionary,
-    /// DELTA_BINARY_PACKED: integers that mostly increase row to row (ids, timestamps)
-    /// take a few bits per row, where a dictionary would not help.
+    /// DELTA_BINARY_PACKED: integers that mostly increase row to row (ids, timestamps,
+    /// device counters, sequence numbers) take a few bits per row, where a dictionary
+    /// would not help. Integers only.
     Delta,
     /// Plain values: small low-entropy integers (pids, tids) that zstd alone shrinks as
-    /// well, where a dictionary's per-value hashing would double the encoding cost.
+    /// well, where a dictionary's per-value hashing would double the encoding cost; and
+    /// floats (bandwidths), which rarely repeat.
     Plain,
 }
 
@@ -104,242 +109,277 @@ pub fn into_batch<T: Table>(table: T, schema: &SchemaRef) -> Result<RecordBatch>
         .with_context(|| format!("building a record batch of table {}", T::NAME))
 }
 
+/// An Arrow builder that [`table!`] can size for a batch.
+trait ColumnBuilder: ArrayBuilder {
+    /// Room for `rows` values, and for strings `bytes_per_row` bytes of data per row, so
+    /// that appending a batch does not reallocate.
+    fn for_rows(rows: usize, bytes_per_row: usize) -> Self;
+}
+
+impl<T: ArrowPrimitiveType> ColumnBuilder for PrimitiveBuilder<T> {
+    fn for_rows(rows: usize, _: usize) -> Self {
+        Self::with_capacity(rows)
+    }
+}
+
+impl ColumnBuilder for BooleanBuilder {
+    fn for_rows(rows: usize, _: usize) -> Self {
+        Self::with_capacity(rows)
+    }
+}
+
+impl ColumnBuilder for StringBuilder {
+    fn for_rows(rows: usize, bytes_per_row: usize) -> Self {
+        Self::with_capacity(rows, rows * bytes_per_row)
+    }
+}
+
+/// Declares a table: a struct with one builder per column, and its [`Table`] impl.
+///
+/// ```text
+/// table! {
+///     /// Table `t`: ...
+///     TTable "t" for r: TRow {
+///         column: Builder(bytes per row) required|optional Encoding = value;
+///         ...
+///     }
+/// }
+/// ```
+///
+/// The column is named after its builder field. `value` reads it from row `r` (a `&TRow`):
+/// a value for `required` columns, an `Option` for `optional` ones. `(bytes per row)`
+/// sizes string builders and may be left out. A leading `device_task(expr);` first adds
+/// the fields of the [`DeviceTask`](crate::records::DeviceTask) `expr`, flattened.
+macro_rules! table {
+    (@append required, $builder:expr, $value:expr) => {
+        $builder.append_value($value)
+    };
+    (@append optional, $builder:expr, $value:expr) => {
+        $builder.append_option($value)
+    };
+    (@bytes) => {
+        0
+    };
+    (@bytes $bytes:expr) => {
+        $bytes
+    };
+    (
+        $(#[$doc:meta])*
+        $table:ident $name:literal for $r:ident: $row:ty {
+            device_task($task:expr);
+            $($columns:tt)*
+        }
+    ) => {
+        table! {
+            $(#[$doc])*
+            $table $name for $r: $row {
+                correlation_id: UInt64Builder required Delta = $task.correlation_id;
+                pid: UInt32Builder required Plain = $task.pid;
+                tid: UInt32Builder required Plain = $task.tid;
+                device_id: UInt32Builder required Plain = $task.device_id;
+                stream_id: UInt32Builder required Plain = $task.stream_id;
+                // Per-stream sequence numbers: they mostly step by one.
+                task_id: UInt32Builder required Delta = $task.task_id;
+                start_ns: UInt64Builder optional Delta = $task.start_ns;
+                end_ns: UInt64Builder optional Delta = $task.end_ns;
+                device_start_cnt: UInt64Builder optional Delta = $task.device_start_cnt;
+                device_end_cnt: UInt64Builder optional Delta = $task.device_end_cnt;
+                submit_ns: UInt64Builder required Delta = $task.submit_ns;
+                status: UInt32Builder optional Plain = $task.status;
+                $($columns)*
+            }
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        $table:ident $name:literal for $r:ident: $row:ty {
+            $($col:ident: $builder:ident $(($bytes:expr))? $null:ident $enc:ident = $value:expr;)*
+        }
+    ) => {
+        $(#[$doc])*
+        pub struct $table {
+            rows: usize,
+            $($col: $builder,)*
+        }
+
+        impl Table for $table {
+            type Row = $row;
+            const NAME: &'static str = $name;
+
+            fn with_capacity(n: usize) -> Self {
+                Self {
+                    rows: 0,
+                    $($col: ColumnBuilder::for_rows(n, table!(@bytes $($bytes)?)),)*
+                }
+            }
+
+            fn append(&mut self, rows: &[$row]) {
+                self.rows += rows.len();
+                for $r in rows {
+                    $(table!(@append $null, self.$col, $value);)*
+                }
+            }
+
+            fn len(&self) -> usize {
+                self.rows
+            }
+
+            fn into_columns(self) -> Vec<Column> {
+                vec![$($null(stringify!($col), ColumnEncoding::$enc, self.$col),)*]
+            }
+        }
+    };
+}
+
 /// Estimated bytes of `&'static str` data per row, to size string builders.
 const SHORT_STR: usize = 16;
 
-fn strings(rows: usize, bytes_per_row: usize) -> StringBuilder {
-    StringBuilder::with_capacity(rows, rows * bytes_per_row)
-}
-
-/// Table `api`: one row per traced API call, `ApiArgs` flattened into top-level columns.
-pub struct ApiTable {
-    correlation_id: UInt64Builder,
-    parent_correlation_id: UInt64Builder,
-    domain: StringBuilder,
-    name: StringBuilder,
-    mspti_domain: StringBuilder,
-    cbid: UInt32Builder,
-    library: StringBuilder,
-    pid: UInt32Builder,
-    tid: UInt32Builder,
-    depth: UInt8Builder,
-    start_ns: UInt64Builder,
-    end_ns: UInt64Builder,
-    incomplete: BooleanBuilder,
-    return_value: Int64Builder,
-    device_id: Int32Builder,
-    stream: UInt64Builder,
-    bytes: UInt64Builder,
-    count: UInt64Builder,
-    memcpy_kind: StringBuilder,
-    address: UInt64Builder,
-    src_address: UInt64Builder,
-    value: Int64Builder,
-    block_dim: UInt32Builder,
-    handle: UInt64Builder,
-    kernel_name: StringBuilder,
-    data_type: StringBuilder,
-    reduce_op: StringBuilder,
-    rank: UInt32Builder,
-    message: StringBuilder,
-    range_id: UInt64Builder,
-}
-
-impl Table for ApiTable {
-    type Row = ApiRow;
-    const NAME: &'static str = "api";
-
-    fn with_capacity(n: usize) -> Self {
-        Self {
-            correlation_id: UInt64Builder::with_capacity(n),
-            parent_correlation_id: UInt64Builder::with_capacity(n),
-            domain: strings(n, 8),
-            name: strings(n, 2 * SHORT_STR),
-            mspti_domain: strings(n, 8),
-            cbid: UInt32Builder::with_capacity(n),
-            library: strings(n, SHORT_STR),
-            pid: UInt32Builder::with_capacity(n),
-            tid: UInt32Builder::with_capacity(n),
-            depth: UInt8Builder::with_capacity(n),
-            start_ns: UInt64Builder::with_capacity(n),
-            end_ns: UInt64Builder::with_capacity(n),
-            incomplete: BooleanBuilder::with_capacity(n),
-            return_value: Int64Builder::with_capacity(n),
-            device_id: Int32Builder::with_capacity(n),
-            stream: UInt64Builder::with_capacity(n),
-            bytes: UInt64Builder::with_capacity(n),
-            count: UInt64Builder::with_capacity(n),
-            memcpy_kind: strings(n, SHORT_STR),
-            address: UInt64Builder::with_capacity(n),
-            src_address: UInt64Builder::with_capacity(n),
-            value: Int64Builder::with_capacity(n),
-            block_dim: UInt32Builder::with_capacity(n),
-            handle: UInt64Builder::with_capacity(n),
-            kernel_name: strings(n, SHORT_STR),
-            data_type: strings(n, 0),
-            reduce_op: strings(n, 0),
-            rank: UInt32Builder::with_capacity(n),
-            message: strings(n, 0),
-            range_id: UInt64Builder::with_capacity(n),
-        }
-    }
-
-    fn append(&mut self, rows: &[ApiRow]) {
-        for r in rows {
-            self.correlation_id.append_value(r.correlation_id);
-            self.parent_correlation_id
-                .append_option(r.parent_correlation_id);
-            self.domain.append_value(r.domain);
-            self.name.append_value(r.name);
-            self.mspti_domain.append_option(r.mspti_domain);
-            self.cbid.append_option(r.cbid);
-            self.library.append_value(r.library);
-            self.pid.append_value(r.pid);
-            self.tid.append_value(r.tid);
-            self.depth.append_value(r.depth);
-            self.start_ns.append_value(r.start_ns);
-            self.end_ns.append_option(r.end_ns);
-            self.incomplete.append_value(r.incomplete);
-            self.return_value.append_option(r.return_value);
-            let a = &r.args;
-            self.device_id.append_option(a.device_id);
-            self.stream.append_option(a.stream);
-            self.bytes.append_option(a.bytes);
-            self.count.append_option(a.count);
-            self.memcpy_kind.append_option(a.memcpy_kind);
-            self.address.append_option(a.address);
-            self.src_address.append_option(a.src_address);
-            self.value.append_option(a.value);
-            self.block_dim.append_option(a.block_dim);
-            self.handle.append_option(a.handle);
-            self.kernel_name.append_option(a.kernel_name.as_deref());
-            self.data_type.append_option(a.data_type);
-            self.reduce_op.append_option(a.reduce_op);
-            self.rank.append_option(a.rank);
-            self.message.append_option(a.message.as_deref());
-            self.range_id.append_option(a.range_id);
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.correlation_id.len()
-    }
-
-    fn into_columns(self) -> Vec<Column> {
-        use ColumnEncoding::{Delta, Dictionary, Plain};
-        vec![
-            required("correlation_id", Delta, self.correlation_id),
-            optional("parent_correlation_id", Delta, self.parent_correlation_id),
-            required("domain", Dictionary, self.domain),
-            required("name", Dictionary, self.name),
-            optional("mspti_domain", Dictionary, self.mspti_domain),
-            optional("cbid", Plain, self.cbid),
-            required("library", Dictionary, self.library),
-            required("pid", Plain, self.pid),
-            required("tid", Plain, self.tid),
-            required("depth", Plain, self.depth),
-            required("start_ns", Delta, self.start_ns),
-            optional("end_ns", Delta, self.end_ns),
-            required("incomplete", Plain, self.incomplete),
-            optional("return_value", Plain, self.return_value),
-            optional("device_id", Plain, self.device_id),
-            optional("stream", Dictionary, self.stream),
-            optional("bytes", Dictionary, self.bytes),
-            optional("count", Dictionary, self.count),
-            optional("memcpy_kind", Dictionary, self.memcpy_kind),
-            optional("address", Dictionary, self.address),
-            optional("src_address", Dictionary, self.src_address),
-            optional("value", Dictionary, self.value),
-            optional("block_dim", Dictionary, self.block_dim),
-            optional("handle", Dictionary, self.handle),
-            optional("kernel_name", Dictionary, self.kernel_name),
-            optional("data_type", Dictionary, self.data_type),
-            optional("reduce_op", Dictionary, self.reduce_op),
-            optional("rank", Dictionary, self.rank),
-            optional("message", Dictionary, self.message),
-            optional("range_id", Delta, self.range_id),
-        ]
+table! {
+    /// Table `api`: one row per traced API call, `ApiArgs` flattened into top-level columns.
+    ApiTable "api" for r: ApiRow {
+        correlation_id: UInt64Builder required Delta = r.correlation_id;
+        parent_correlation_id: UInt64Builder optional Delta = r.parent_correlation_id;
+        domain: StringBuilder(8) required Dictionary = r.domain;
+        name: StringBuilder(2 * SHORT_STR) required Dictionary = r.name;
+        mspti_domain: StringBuilder(8) optional Dictionary = r.mspti_domain;
+        cbid: UInt32Builder optional Plain = r.cbid;
+        library: StringBuilder(SHORT_STR) required Dictionary = r.library;
+        pid: UInt32Builder required Plain = r.pid;
+        tid: UInt32Builder required Plain = r.tid;
+        depth: UInt8Builder required Plain = r.depth;
+        start_ns: UInt64Builder required Delta = r.start_ns;
+        end_ns: UInt64Builder optional Delta = r.end_ns;
+        incomplete: BooleanBuilder required Plain = r.incomplete;
+        return_value: Int64Builder optional Plain = r.return_value;
+        device_id: Int32Builder optional Plain = r.args.device_id;
+        stream: UInt64Builder optional Dictionary = r.args.stream;
+        bytes: UInt64Builder optional Dictionary = r.args.bytes;
+        count: UInt64Builder optional Dictionary = r.args.count;
+        memcpy_kind: StringBuilder(SHORT_STR) optional Dictionary = r.args.memcpy_kind;
+        address: UInt64Builder optional Dictionary = r.args.address;
+        src_address: UInt64Builder optional Dictionary = r.args.src_address;
+        value: Int64Builder optional Dictionary = r.args.value;
+        block_dim: UInt32Builder optional Dictionary = r.args.block_dim;
+        handle: UInt64Builder optional Dictionary = r.args.handle;
+        kernel_name: StringBuilder(SHORT_STR) optional Dictionary =
+            r.args.kernel_name.as_deref();
+        data_type: StringBuilder optional Dictionary = r.args.data_type;
+        reduce_op: StringBuilder optional Dictionary = r.args.reduce_op;
+        rank: UInt32Builder optional Dictionary = r.args.rank;
+        message: StringBuilder optional Dictionary = r.args.message.as_deref();
+        range_id: UInt64Builder optional Delta = r.args.range_id;
     }
 }
 
-/// Table `marker`: one row per mstx mark or range.
-pub struct MarkerTable {
-    kind: StringBuilder,
-    message: StringBuilder,
-    domain: StringBuilder,
-    pid: UInt32Builder,
-    tid: UInt32Builder,
-    start_ns: UInt64Builder,
-    end_ns: UInt64Builder,
-    range_id: UInt64Builder,
-    correlation_id: UInt64Builder,
-    stream: UInt64Builder,
-    end_tid: UInt32Builder,
+table! {
+    /// Table `marker`: one row per mstx mark or range.
+    MarkerTable "marker" for r: MarkerRow {
+        kind: StringBuilder(8) required Dictionary = r.kind;
+        message: StringBuilder(2 * SHORT_STR) required Dictionary = &r.message;
+        domain: StringBuilder(SHORT_STR) optional Dictionary = r.domain.as_deref();
+        pid: UInt32Builder required Plain = r.pid;
+        tid: UInt32Builder required Plain = r.tid;
+        start_ns: UInt64Builder required Delta = r.start_ns;
+        end_ns: UInt64Builder optional Delta = r.end_ns;
+        range_id: UInt64Builder optional Delta = r.range_id;
+        correlation_id: UInt64Builder required Delta = r.correlation_id;
+        stream: UInt64Builder optional Dictionary = r.stream;
+        end_tid: UInt32Builder optional Plain = r.end_tid;
+    }
 }
 
-impl Table for MarkerTable {
-    type Row = MarkerRow;
-    const NAME: &'static str = "marker";
-
-    fn with_capacity(n: usize) -> Self {
-        Self {
-            kind: strings(n, 8),
-            message: strings(n, 2 * SHORT_STR),
-            domain: strings(n, SHORT_STR),
-            pid: UInt32Builder::with_capacity(n),
-            tid: UInt32Builder::with_capacity(n),
-            start_ns: UInt64Builder::with_capacity(n),
-            end_ns: UInt64Builder::with_capacity(n),
-            range_id: UInt64Builder::with_capacity(n),
-            correlation_id: UInt64Builder::with_capacity(n),
-            stream: UInt64Builder::with_capacity(n),
-            end_tid: UInt32Builder::with_capacity(n),
-        }
+table! {
+    /// Table `kernel`: one row per kernel execution.
+    KernelTable "kernel" for r: KernelRow {
+        device_task(r.task);
+        name: StringBuilder(2 * SHORT_STR) optional Dictionary = r.name.as_deref();
+        kernel_type: StringBuilder(8) required Dictionary = r.kernel_type;
+        block_dim: UInt32Builder required Dictionary = r.block_dim;
+        api_name: StringBuilder(SHORT_STR) required Dictionary = r.api_name;
     }
+}
 
-    fn append(&mut self, rows: &[MarkerRow]) {
-        for r in rows {
-            self.kind.append_value(r.kind);
-            self.message.append_value(&r.message);
-            self.domain.append_option(r.domain.as_deref());
-            self.pid.append_value(r.pid);
-            self.tid.append_value(r.tid);
-            self.start_ns.append_value(r.start_ns);
-            self.end_ns.append_option(r.end_ns);
-            self.range_id.append_option(r.range_id);
-            self.correlation_id.append_value(r.correlation_id);
-            self.stream.append_option(r.stream);
-            self.end_tid.append_option(r.end_tid);
-        }
+table! {
+    /// Table `memcpy`: one row per device copy.
+    MemcpyTable "memcpy" for r: MemcpyRow {
+        device_task(r.task);
+        copy_kind: StringBuilder(4) required Dictionary = r.copy_kind;
+        bytes: UInt64Builder required Dictionary = r.bytes;
+        is_async: BooleanBuilder required Plain = r.is_async;
+        bandwidth_gbps: Float64Builder optional Plain = r.bandwidth_gbps;
+        api_name: StringBuilder(SHORT_STR) required Dictionary = r.api_name;
     }
+}
 
-    fn len(&self) -> usize {
-        self.correlation_id.len()
+table! {
+    /// Table `memset`: one row per device memset.
+    MemsetTable "memset" for r: MemsetRow {
+        device_task(r.task);
+        value: UInt32Builder required Dictionary = r.value;
+        bytes: UInt64Builder required Dictionary = r.bytes;
+        is_async: BooleanBuilder required Plain = r.is_async;
+        api_name: StringBuilder(SHORT_STR) required Dictionary = r.api_name;
     }
+}
 
-    fn into_columns(self) -> Vec<Column> {
-        use ColumnEncoding::{Delta, Dictionary, Plain};
-        vec![
-            required("kind", Dictionary, self.kind),
-            required("message", Dictionary, self.message),
-            optional("domain", Dictionary, self.domain),
-            required("pid", Plain, self.pid),
-            required("tid", Plain, self.tid),
-            required("start_ns", Delta, self.start_ns),
-            optional("end_ns", Delta, self.end_ns),
-            optional("range_id", Delta, self.range_id),
-            required("correlation_id", Delta, self.correlation_id),
-            optional("stream", Dictionary, self.stream),
-            optional("end_tid", Plain, self.end_tid),
-        ]
+table! {
+    /// Table `hccl`: one row per collective or point-to-point operation of one rank.
+    HcclTable "hccl" for r: HcclRow {
+        device_task(r.task);
+        name: StringBuilder(SHORT_STR) required Dictionary = r.name;
+        comm: UInt64Builder required Dictionary = r.comm;
+        comm_name: StringBuilder(8) optional Dictionary = r.comm_name.as_deref();
+        rank: UInt32Builder optional Dictionary = r.rank;
+        world_size: UInt32Builder optional Dictionary = r.world_size;
+        data_type: StringBuilder(4) optional Dictionary = r.data_type;
+        count: UInt64Builder optional Dictionary = r.count;
+        bytes: UInt64Builder optional Dictionary = r.bytes;
+        reduce_op: StringBuilder(4) optional Dictionary = r.reduce_op;
+        peer: UInt32Builder optional Dictionary = r.peer;
+        bandwidth_gbps: Float64Builder optional Plain = r.bandwidth_gbps;
+        seq: UInt64Builder required Delta = r.seq;
+    }
+}
+
+table! {
+    /// Table `memory`: one row per allocation or release.
+    MemoryTable "memory" for r: MemoryRow {
+        correlation_id: UInt64Builder required Delta = r.correlation_id;
+        pid: UInt32Builder required Plain = r.pid;
+        tid: UInt32Builder required Plain = r.tid;
+        operation: StringBuilder(SHORT_STR) required Dictionary = r.operation;
+        memory_kind: StringBuilder(8) required Dictionary = r.memory_kind;
+        address: UInt64Builder required Dictionary = r.address;
+        bytes: UInt64Builder optional Dictionary = r.bytes;
+        device_id: Int32Builder optional Plain = r.device_id;
+        start_ns: UInt64Builder required Delta = r.start_ns;
+        end_ns: UInt64Builder required Delta = r.end_ns;
+        api_name: StringBuilder(SHORT_STR) required Dictionary = r.api_name;
+        return_value: Int64Builder required Plain = r.return_value;
+    }
+}
+
+table! {
+    /// Table `critical_event`: what the user must know to trust the trace.
+    CriticalEventTable "critical_event" for r: CriticalEventRow {
+        ts_ns: UInt64Builder required Delta = r.ts_ns;
+        kind: StringBuilder(SHORT_STR) required Dictionary = r.kind;
+        severity: StringBuilder(8) required Dictionary = r.severity;
+        pid: UInt32Builder optional Plain = r.pid;
+        tid: UInt32Builder optional Plain = r.tid;
+        device_id: UInt32Builder optional Plain = r.device_id;
+        correlation_id: UInt64Builder optional Delta = r.correlation_id;
+        count: UInt64Builder required Plain = r.count;
+        message: StringBuilder(2 * SHORT_STR) required Dictionary = &r.message;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::ApiArgs;
+    use crate::records::{ApiArgs, DeviceTask};
     use arrow::datatypes::DataType;
+    use std::collections::HashSet;
 
     fn full_api_row() -> ApiRow {
         ApiRow {
@@ -405,5 +445,156 @@ mod tests {
         let mut t = MarkerTable::with_capacity(0);
         t.append(&[MarkerRow::default()]);
         assert_eq!(into_batch(t, &s).unwrap().num_rows(), 1);
+    }
+
+    /// Every table's columns, by table name.
+    fn all_tables() -> Vec<(&'static str, Vec<Column>)> {
+        fn named<T: Table>() -> (&'static str, Vec<Column>) {
+            (T::NAME, columns::<T>())
+        }
+        vec![
+            named::<ApiTable>(),
+            named::<MarkerTable>(),
+            named::<KernelTable>(),
+            named::<MemcpyTable>(),
+            named::<MemsetTable>(),
+            named::<HcclTable>(),
+            named::<MemoryTable>(),
+            named::<CriticalEventTable>(),
+        ]
+    }
+
+    #[test]
+    fn column_names_are_unique_and_delta_is_integer_only() {
+        for (table, columns) in all_tables() {
+            let mut names = HashSet::new();
+            for c in &columns {
+                assert!(names.insert(c.name), "{table}.{} twice", c.name);
+                if c.encoding == ColumnEncoding::Delta {
+                    assert!(c.data_type().is_integer(), "{table}.{}", c.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn device_tables_start_with_the_flattened_task() {
+        const TASK: [(&str, DataType, bool); 12] = [
+            ("correlation_id", DataType::UInt64, false),
+            ("pid", DataType::UInt32, false),
+            ("tid", DataType::UInt32, false),
+            ("device_id", DataType::UInt32, false),
+            ("stream_id", DataType::UInt32, false),
+            ("task_id", DataType::UInt32, false),
+            ("start_ns", DataType::UInt64, true),
+            ("end_ns", DataType::UInt64, true),
+            ("device_start_cnt", DataType::UInt64, true),
+            ("device_end_cnt", DataType::UInt64, true),
+            ("submit_ns", DataType::UInt64, false),
+            ("status", DataType::UInt32, true),
+        ];
+        let device = ["kernel", "memcpy", "memset", "hccl"];
+        for (table, columns) in all_tables() {
+            if !device.contains(&table) {
+                continue;
+            }
+            let head: Vec<_> = columns[..TASK.len()]
+                .iter()
+                .map(|c| (c.name, c.data_type().clone(), c.nullable))
+                .collect();
+            assert_eq!(head, TASK, "{table}");
+        }
+    }
+
+    #[test]
+    fn new_tables_map_types() {
+        let ty = |s: &SchemaRef, n: &str| s.field_with_name(n).unwrap().data_type().clone();
+        let s = schema(&columns::<KernelTable>());
+        assert_eq!(s.fields().len(), 16);
+        assert_eq!(ty(&s, "name"), DataType::Utf8);
+        assert!(s.field_with_name("name").unwrap().is_nullable());
+        assert!(!s.field_with_name("kernel_type").unwrap().is_nullable());
+        let s = schema(&columns::<MemcpyTable>());
+        assert_eq!(ty(&s, "bandwidth_gbps"), DataType::Float64);
+        assert_eq!(ty(&s, "is_async"), DataType::Boolean);
+        let s = schema(&columns::<HcclTable>());
+        assert_eq!(s.fields().len(), 24);
+        assert_eq!(ty(&s, "comm"), DataType::UInt64);
+        assert!(!s.field_with_name("seq").unwrap().is_nullable());
+        let s = schema(&columns::<MemoryTable>());
+        assert_eq!(ty(&s, "device_id"), DataType::Int32);
+        assert_eq!(ty(&s, "return_value"), DataType::Int64);
+        let s = schema(&columns::<CriticalEventTable>());
+        assert_eq!(ty(&s, "device_id"), DataType::UInt32);
+        assert!(s.field_with_name("correlation_id").unwrap().is_nullable());
+    }
+
+    /// Appends `rows` to a fresh `T` (sized for fewer, so builders grow) and checks that
+    /// they make a batch of `T`'s schema.
+    fn check_batch<T: Table>(rows: &[T::Row]) {
+        let s = schema(&columns::<T>());
+        let mut t = T::with_capacity(1);
+        t.append(rows);
+        assert_eq!(t.len(), rows.len());
+        assert_eq!(
+            into_batch(t, &s).unwrap().num_rows(),
+            rows.len(),
+            "{}",
+            T::NAME
+        );
+    }
+
+    #[test]
+    fn new_tables_take_full_and_default_rows() {
+        let task = DeviceTask {
+            start_ns: Some(1),
+            end_ns: Some(2),
+            device_start_cnt: Some(3),
+            device_end_cnt: Some(4),
+            status: Some(0),
+            ..DeviceTask::default()
+        };
+        let kernel = KernelRow {
+            task: task.clone(),
+            name: Some("k".into()),
+            ..KernelRow::default()
+        };
+        check_batch::<KernelTable>(&[kernel, KernelRow::default()]);
+        let memcpy = MemcpyRow {
+            task: task.clone(),
+            bandwidth_gbps: Some(1.5),
+            ..MemcpyRow::default()
+        };
+        check_batch::<MemcpyTable>(&[memcpy, MemcpyRow::default()]);
+        check_batch::<MemsetTable>(&[MemsetRow::default()]);
+        let hccl = HcclRow {
+            task,
+            comm_name: Some("comm0/2".into()),
+            rank: Some(0),
+            world_size: Some(2),
+            data_type: Some("FP32"),
+            count: Some(8),
+            bytes: Some(32),
+            reduce_op: Some("SUM"),
+            peer: Some(1),
+            bandwidth_gbps: Some(2.0),
+            ..HcclRow::default()
+        };
+        check_batch::<HcclTable>(&[hccl, HcclRow::default()]);
+        let memory = MemoryRow {
+            bytes: Some(4096),
+            device_id: Some(0),
+            ..MemoryRow::default()
+        };
+        check_batch::<MemoryTable>(&[memory, MemoryRow::default()]);
+        let event = CriticalEventRow {
+            pid: Some(1),
+            tid: Some(2),
+            device_id: Some(0),
+            correlation_id: Some(3),
+            ..CriticalEventRow::default()
+        };
+        let rows = [event, CriticalEventRow::default()];
+        check_batch::<CriticalEventTable>(&rows);
     }
 }
