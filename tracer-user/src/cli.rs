@@ -14,7 +14,7 @@ use tracer_user::{
     attach::Selection,
     bpf::DEFAULT_RINGBUF_BYTES,
     catalog::{CATALOG, Domain},
-    discovery,
+    discovery, report,
     symbols::SymbolTable,
 };
 
@@ -65,6 +65,27 @@ pub enum Command {
     Probes {
         #[arg(long, value_name = "PID")]
         pid: Option<u32>,
+    },
+    /// Summarize a recorded dataset, like `nsys stats`.
+    ///
+    /// Prints top kernels by device time, API calls by host time with errors, copies by
+    /// direction with bandwidth, HCCL collectives with per-rank arrival skew, mstx ranges, and
+    /// whether the trace is complete (critical events, drops). It reads the Parquet files
+    /// back, so it also proves they are readable.
+    #[command(after_help = "Examples:\n  \
+      npu-bpftrace report ./npu-trace-20250101-120000\n  \
+      npu-bpftrace report DIR --format json | jq '.kernels[:5]'\n  \
+      npu-bpftrace report DIR --format csv > stats.csv\n\n\
+      Times are device time for kernels, copies and collectives, host time for API calls.\n\
+      A dataset may hold several processes and hosts (copy other hosts' DIR/<table>/host=*\n\
+      directories into one DIR).")]
+    Report {
+        /// Dataset directory: what `record --out` or `attach --out` wrote.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// How to print it.
+        #[arg(long, value_enum, default_value_t = report::Format::Table)]
+        format: report::Format,
     },
 }
 
@@ -133,6 +154,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             finish(agent::trace(trace.options(Mode::Attach(pids))?)?)
         }
         Command::Probes { pid } => probes(pid),
+        Command::Report { dir, format } => {
+            report::run(&dir, format)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod correlate;
 pub mod decode;
 pub mod discovery;
 pub mod records;
+pub mod report;
 pub mod session;
 pub mod sink;
 pub mod symbolize;

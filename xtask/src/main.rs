@@ -1,9 +1,10 @@
-//! Developer tasks: `cargo xtask setup | sim | test`.
+//! Developer tasks: `cargo xtask demo | setup | sim | test`.
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+mod demo;
 mod setup;
 mod sim;
 
@@ -16,6 +17,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
+    /// Trace a simulated 2-rank training run and print its report (needs root).
+    ///
+    /// Sets up the toolchain when missing, builds npu-bpftrace, installs the NPU simulator, records
+    /// `npu-sim-run --nproc 2 -- npu-sim-app train` into target/demo/<time>, prints
+    /// `npu-bpftrace report` and checks it against the simulator's ground truth.
+    Demo,
     /// Install the BPF toolchain (bpf-linker, a Rust that can build for bpfel) and the
     /// tools the tests use, when missing. Quiet and quick when everything is present.
     Setup,
@@ -34,6 +41,7 @@ enum Task {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
+        Task::Demo => demo::run(),
         Task::Setup => setup::run(),
         Task::Sim { dest } => sim::install(&dest.unwrap_or_else(default_sim_dir)),
         Task::Test { args } => test(&args),

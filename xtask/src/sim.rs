@@ -27,8 +27,8 @@ const PACKAGES: [&str; 7] = [
     "npu-sim-run",
 ];
 
-const TOOLKIT_LIB: &str = "ascend-toolkit/latest/lib64";
-const DRIVER_LIB: &str = "driver/lib64";
+pub const TOOLKIT_LIB: &str = "ascend-toolkit/latest/lib64";
+pub const DRIVER_LIB: &str = "driver/lib64";
 
 /// (artifact in target/release, destination relative to the tree).
 const ARTIFACTS: [(&str, &str); 7] = [
