@@ -10,7 +10,7 @@ use std::{
 
 use arrow::{
     array::{Array, AsArray},
-    datatypes::{DataType, Int32Type, Int64Type, UInt8Type, UInt32Type, UInt64Type},
+    datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt8Type, UInt32Type, UInt64Type},
 };
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Map, Value};
@@ -151,6 +151,7 @@ fn cell(column: &dyn Array, i: usize) -> Value {
         DataType::Int64 => column.as_primitive::<Int64Type>().value(i).into(),
         DataType::Int32 => column.as_primitive::<Int32Type>().value(i).into(),
         DataType::Boolean => column.as_boolean().value(i).into(),
+        DataType::Float64 => column.as_primitive::<Float64Type>().value(i).into(),
         DataType::Utf8 => column.as_string::<i32>().value(i).into(),
         other => panic!("unexpected column type {other}"),
     }

@@ -29,6 +29,8 @@ pub enum RecordKind {
     ApiExit = 2,
     /// A thread that had traced state exited: [`RecordHeader`] alone.
     ThreadExit = 3,
+    /// A device task completed: [`TaskComplete`].
+    TaskComplete = 4,
 }
 
 impl RecordKind {
@@ -37,6 +39,7 @@ impl RecordKind {
             1 => Some(Self::ApiEnter),
             2 => Some(Self::ApiExit),
             3 => Some(Self::ThreadExit),
+            4 => Some(Self::TaskComplete),
             _ => None,
         }
     }
@@ -56,16 +59,22 @@ pub enum DropKind {
     StackOverflow = 3,
     /// The per-thread state map was full; the call was not traced.
     ThreadMapFull = 4,
+    /// Ring buffer full: a task completion was lost.
+    TaskComplete = 5,
+    /// The submitted-task map was full; a task will complete without its API call.
+    TaskMapFull = 6,
 }
 
 impl DropKind {
-    pub const COUNT: u32 = 5;
+    pub const COUNT: u32 = 7;
     pub const ALL: [DropKind; Self::COUNT as usize] = [
         Self::ApiEnter,
         Self::ApiExit,
         Self::ThreadExit,
         Self::StackOverflow,
         Self::ThreadMapFull,
+        Self::TaskComplete,
+        Self::TaskMapFull,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -75,6 +84,8 @@ impl DropKind {
             Self::ThreadExit => "ringbuf_full_thread_exit",
             Self::StackOverflow => "call_stack_overflow",
             Self::ThreadMapFull => "thread_map_full",
+            Self::TaskComplete => "ringbuf_full_task_complete",
+            Self::TaskMapFull => "task_map_full",
         }
     }
 }
@@ -147,11 +158,29 @@ pub struct ProbeSpec {
     /// [`TEXT_INDIRECT`]: `text_arg` points at a struct whose field at `text_offset` is
     /// the `const char *` (a layout description, e.g. a kernel name inside a handle).
     pub text_flags: u8,
-    pub text_offset: u32,
+    pub text_offset: u16,
+    /// A [`ProbeRole`] as u8: what else the probe does besides ENTER/EXIT.
+    pub role: u8,
+    /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only).
+    pub flags: u8,
 }
 
 /// `ProbeSpec::text_flags`: the string is reached through a pointer field.
 pub const TEXT_INDIRECT: u8 = 1;
+/// `ProbeSpec::flags`: the function is attached for its role only; its calls are not
+/// reported as API records (e.g. the driver's SQ/CQ calls when the driver domain is off).
+pub const SPEC_QUIET: u8 = 1;
+
+/// Device-task work a probe does, beyond recording the call.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeRole {
+    Api = 0,
+    /// `halSqTaskSend(devId, info)`: remember each submitted SQE's task.
+    SqSend = 1,
+    /// `halCqReportRecv(devId, info)`: at EXIT, join each returned CQE to its submission.
+    CqRecv = 2,
+}
 
 impl ProbeSpec {
     pub const NONE: Self = Self {
@@ -160,7 +189,89 @@ impl ProbeSpec {
         out_size: 0,
         text_flags: 0,
         text_offset: 0,
+        role: ProbeRole::Api as u8,
+        flags: 0,
     };
+}
+
+/// Where the driver's task structures keep their fields (BPF array `LAYOUT`, index 0): a
+/// layout description from the probe catalog, so no offset is hard-coded in BPF.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceLayout {
+    /// `struct halTaskSendInfo`: `sqe_addr` (pointer) and `sqe_num` (u32).
+    pub send_sqe_addr: u16,
+    pub send_sqe_num: u16,
+    /// Bytes per SQE, and fields of the SQE header: type (low 6 bits of a byte),
+    /// blockDim, stream id and task id (u16 each).
+    pub sqe_size: u16,
+    pub sqe_type: u16,
+    pub sqe_block_dim: u16,
+    pub sqe_stream: u16,
+    pub sqe_task: u16,
+    /// `struct halReportRecvInfo`: `cqe_addr` (pointer) and `report_cqe_num` (u32).
+    pub recv_cqe_addr: u16,
+    pub recv_report_num: u16,
+    /// Bytes per CQE, and its fields: stream id, task id (u16), error code (u32), SQE type
+    /// (u8), device end and start syscnt (u64).
+    pub cqe_size: u16,
+    pub cqe_stream: u16,
+    pub cqe_task: u16,
+    pub cqe_status: u16,
+    pub cqe_sqe_type: u16,
+    pub cqe_end_cnt: u16,
+    pub cqe_start_cnt: u16,
+}
+
+/// SQEs read per `halSqTaskSend` call.
+pub const MAX_SQES: u32 = 16;
+/// CQEs read per `halCqReportRecv` call.
+pub const MAX_CQES: u32 = 64;
+/// Submitted tasks awaiting completion, over all traced processes.
+pub const MAX_TASKS: u32 = 262_144;
+
+/// Key of a submitted task (BPF hash `TASKS`). Task ids are 16-bit and wrap: a new
+/// submission with the same key replaces a stale entry instead of joining it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct TaskKey {
+    pub tgid: u32,
+    pub device_id: u32,
+    pub stream_id: u16,
+    pub task_id: u16,
+    pub _pad: u32,
+}
+
+/// What was known when a task was submitted (value of `TASKS`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// The outermost traced call in flight on the submitting thread, 0 when none.
+    pub correlation_id: u64,
+    pub submit_ns: u64,
+    pub tid: u32,
+    pub block_dim: u16,
+    pub sqe_type: u8,
+    pub _pad: u8,
+}
+
+/// A completion joined to its submission.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskComplete {
+    /// pid/tid of the thread that received the completion; `ts_ns` when it returned.
+    pub header: RecordHeader,
+    /// The submission; `info.submit_ns == 0` when it was not seen.
+    pub info: TaskInfo,
+    pub start_cnt: u64,
+    pub end_cnt: u64,
+    pub device_id: u32,
+    pub status: u32,
+    pub stream_id: u16,
+    pub task_id: u16,
+    /// SQE type reported in the CQE.
+    pub sqe_type: u8,
+    pub _pad: [u8; 3],
 }
 
 /// One traced call in flight on a thread.
@@ -168,10 +279,13 @@ impl ProbeSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Frame {
     pub correlation_id: u64,
-    /// Out-parameter pointer saved at ENTER (arguments are gone at EXIT).
+    /// Out-parameter pointer saved at ENTER (arguments are gone at EXIT); for
+    /// [`ProbeRole::CqRecv`] the `halReportRecvInfo` pointer.
     pub out_ptr: u64,
     pub probe: u16,
-    pub _pad: [u8; 6],
+    pub _pad: u16,
+    /// [`ProbeRole::CqRecv`]: the device id argument.
+    pub aux: u32,
 }
 
 /// Per-thread call stack kept in the BPF map `THREADS`.
@@ -207,6 +321,9 @@ mod pod {
     unsafe impl aya::Pod for super::ProbeSpec {}
     unsafe impl aya::Pod for super::Config {}
     unsafe impl aya::Pod for super::ThreadState {}
+    unsafe impl aya::Pod for super::DeviceLayout {}
+    unsafe impl aya::Pod for super::TaskKey {}
+    unsafe impl aya::Pod for super::TaskInfo {}
 }
 
 #[cfg(test)]
@@ -223,6 +340,9 @@ mod tests {
         assert_eq!(size_of::<ApiEnter>(), 176);
         assert_eq!(size_of::<ApiExit>(), 56);
         assert_eq!(size_of::<ProbeSpec>(), 8);
+        assert_eq!(size_of::<TaskKey>(), 16);
+        assert_eq!(size_of::<TaskInfo>(), 24);
+        assert_eq!(size_of::<TaskComplete>(), 24 + 24 + 16 + 8 + 8);
         assert_eq!(size_of::<ThreadState>(), 8 + (MAX_DEPTH + 1) * 24);
     }
 

@@ -10,13 +10,14 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use tracer_common::{
-    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, Frame, MAX_ARGS, MAX_DEPTH, ProbeSpec,
-    RecordHeader, RecordKind, TEXT_INDIRECT, ThreadState,
+    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, Frame, MAX_ARGS, MAX_DEPTH, ProbeRole, ProbeSpec,
+    RecordHeader, RecordKind, SPEC_QUIET, TEXT_INDIRECT, ThreadState,
 };
 
 use crate::maps::{
     EVENTS, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
 };
+use crate::tasks;
 
 #[uprobe]
 pub fn api_enter(ctx: ProbeContext) -> u32 {
@@ -55,7 +56,7 @@ fn thread_state(tid: u32) -> Option<*mut ThreadState> {
 }
 
 #[inline(always)]
-fn header(
+pub(crate) fn header(
     kind: RecordKind,
     probe: u16,
     depth: u32,
@@ -82,6 +83,14 @@ fn on_enter(ctx: &ProbeContext) {
         return;
     }
     let (probe, spec) = probe_of(ctx);
+    let args = read_args(ctx);
+    if spec.role == ProbeRole::SqSend as u8 {
+        tasks::on_sq_send(&args, tgid, tid, ts_ns);
+    }
+    let quiet = spec.flags & SPEC_QUIET != 0;
+    if quiet && spec.role != ProbeRole::CqRecv as u8 {
+        return;
+    }
     let Some(state) = thread_state(tid) else {
         return;
     };
@@ -93,18 +102,26 @@ fn on_enter(ctx: &ProbeContext) {
         return;
     }
     let parent = state.frames.get(depth).map_or(0, |f| f.correlation_id);
-    let args = read_args(ctx);
     let correlation_id = next_correlation_id();
     let Some(frame) = state.frames.get_mut(depth + 1) else {
         return;
     };
     *frame = Frame {
         correlation_id,
-        out_ptr: arg(&args, spec.out_arg),
+        // A CQ receive keeps its `halReportRecvInfo` pointer for EXIT.
+        out_ptr: if spec.role == ProbeRole::CqRecv as u8 {
+            args[1]
+        } else {
+            arg(&args, spec.out_arg)
+        },
         probe,
-        _pad: [0; 6],
+        _pad: 0,
+        aux: args[0] as u32,
     };
     state.depth = depth as u32 + 1;
+    if quiet {
+        return;
+    }
 
     let Some(mut entry) = EVENTS.reserve::<ApiEnter>(0) else {
         count_drop(DropKind::ApiEnter);
@@ -205,6 +222,12 @@ fn on_exit(ctx: &RetProbeContext) {
         return;
     };
     let ret = ctx.ret::<u64>();
+    if spec.role == ProbeRole::CqRecv as u8 && ret as u32 == 0 {
+        tasks::on_cq_recv(frame.out_ptr, frame.aux, tgid, tid, ts_ns);
+    }
+    if spec.flags & SPEC_QUIET != 0 {
+        return;
+    }
     let (out_value, flags) = read_out(frame.out_ptr, spec.out_size);
 
     let Some(mut entry) = EVENTS.reserve::<ApiExit>(0) else {

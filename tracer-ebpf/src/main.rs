@@ -4,6 +4,8 @@
 //!   attach cookie is the catalog index.
 //! - [`lifecycle`]: thread exit and fork tracepoints that keep per-thread state and the
 //!   target set clean.
+//! - [`tasks`]: device tasks: submissions seen in `halSqTaskSend` joined in the kernel to
+//!   completions returned by `halCqReportRecv`.
 //! - [`maps`]: every BPF map, and small helpers over them.
 // Built for the host only so `cargo clippy --workspace` checks this code too.
 #![cfg_attr(target_arch = "bpf", no_std, no_main)]
@@ -11,6 +13,7 @@
 mod api;
 mod lifecycle;
 mod maps;
+mod tasks;
 
 #[cfg(target_arch = "bpf")]
 #[panic_handler]

@@ -4,7 +4,10 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use tracer_common::{Config, DropKind, MAX_PROBES, MAX_THREADS, ProbeSpec, ThreadState};
+use tracer_common::{
+    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_TASKS, MAX_THREADS, ProbeSpec, TaskInfo,
+    TaskKey, ThreadState,
+};
 
 /// Records to the agent. The agent may resize it before load.
 #[map]
@@ -24,6 +27,14 @@ pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(16_384, 0);
 
 #[map]
 pub static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
+
+/// Offsets of the driver's SQ/CQ structures (index 0), from the probe catalog.
+#[map]
+pub static LAYOUT: Array<DeviceLayout> = Array::with_max_entries(1, 0);
+
+/// Submitted device tasks awaiting their completion.
+#[map]
+pub static TASKS: HashMap<TaskKey, TaskInfo> = HashMap::with_max_entries(MAX_TASKS, 0);
 
 /// Per-CPU loss counters indexed by [`DropKind`]; the kernel does not count ring-buffer loss.
 #[map]

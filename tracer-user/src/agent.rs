@@ -1,10 +1,15 @@
 //! A tracing session: preflight checks, loading and attaching the probes, and the tokio
 //! pipeline ring buffer -> decode -> correlate -> sinks, until the session is told to stop.
 use std::{
+    collections::BTreeMap,
     ffi::OsString,
     fs,
     os::unix::{fs::DirBuilderExt, process::CommandExt},
-    path::PathBuf,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -15,16 +20,21 @@ use tokio::{
     signal::unix::{SignalKind, signal},
     sync::{mpsc, watch},
 };
-use tracer_common::Config;
+use tracer_common::{Config, TaskInfo, TaskKey};
 
 use crate::{
+    activity::ActivityStats,
     attach::{Attacher, Selection},
     bpf::Probes,
-    catalog::CATALOG,
-    correlate::{CorrelateStats, Correlator, Output},
+    catalog::Library,
+    catalog::{self, CATALOG},
+    clock::ClockSummary,
+    correlate::{CorrelateStats, Correlator, FinalState, Output},
     decode::{Record, decode},
     discovery::{self, LibraryFile},
-    session::Session,
+    driver::{self, ClockReading, Devices, Driver},
+    progress::{ProcessCounter, Progress, StatusLine},
+    session::{Session, clock_ns},
     sink::{
         parquet::{ParquetSink, SinkOptions, SinkStats},
         print::Printer,
@@ -72,7 +82,25 @@ pub struct TraceSummary {
     pub command_status: Option<std::process::ExitStatus>,
 }
 
-/// Records batches travelling from the poller to the correlator.
+/// What the correlator receives.
+pub enum Input {
+    /// Decoded ring-buffer records.
+    Records(Vec<Record>),
+    /// A device clock reading taken by the agent through the driver.
+    Clock(ClockReading),
+    /// Submitted tasks of processes that exited before completing them.
+    Lost(Vec<(TaskKey, TaskInfo)>),
+    /// The end of tracing: what only the kernel maps still know.
+    Finish(FinalState),
+}
+
+impl From<ClockReading> for Input {
+    fn from(reading: ClockReading) -> Self {
+        Self::Clock(reading)
+    }
+}
+
+/// Messages in flight from the poller (and the clock sampler) to the correlator.
 const CHANNEL_BATCHES: usize = 256;
 /// Upper bound of records per batch, so the correlator sees data while a burst lasts.
 const BATCH_RECORDS: usize = 8192;
@@ -156,8 +184,10 @@ fn check_attachable(pid: u32) -> Result<()> {
 async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     let mut probes = Probes::load(opts.ringbuf_bytes)?;
     for (i, def) in CATALOG.iter().enumerate() {
-        probes.set_probe_spec(i as u16, def.spec())?;
+        let quiet = !opts.selection.is_enabled(i as u16);
+        probes.set_probe_spec(i as u16, def.spec(quiet))?;
     }
+    probes.set_layout(catalog::DEVICE_LAYOUT)?;
     let fork_child_pid_offset = probes.attach_lifecycle()?;
     probes.set_config(Config {
         filter_targets: u8::from(!matches!(opts.mode, Mode::SystemWide)),
@@ -197,25 +227,65 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let (batch_tx, batch_rx) = mpsc::channel(CHANNEL_BATCHES);
-    let poller = tokio::spawn(poll_ring(probes.take_events()?, batch_tx, stop_rx));
-    let consumer = tokio::spawn(consume(batch_rx, sink, opts.print));
+    let devices = Devices::default();
+    let sampler_stop = Arc::new(AtomicBool::new(false));
+    let sampler = driver_library(&attacher)
+        .and_then(Driver::open)
+        .map(|driver| {
+            driver::spawn_sampler(
+                driver,
+                devices.clone(),
+                batch_tx.clone(),
+                sampler_stop.clone(),
+            )
+        });
+    let poller = tokio::spawn(poll_ring(probes.take_events()?, batch_tx.clone(), stop_rx));
+    let progress = Arc::new(Progress::default());
+    let consumer = tokio::spawn(consume(
+        batch_rx,
+        sink,
+        opts.print,
+        devices,
+        progress.clone(),
+    ));
     if let Some(child) = &mut child {
         child.release()?;
     }
 
-    let command_status = wait_for_stop(&opts, &mut probes, &mut attacher, child).await?;
+    let command_status = wait_for_stop(
+        &opts,
+        &mut probes,
+        &mut attacher,
+        child,
+        &batch_tx,
+        &progress,
+    )
+    .await?;
     let _ = stop_tx.send(true);
     let decode_errors = poller.await.context("ring-buffer poller panicked")??;
-    let (correlation, sink_stats) = consume_result(consumer.await)?;
+    sampler_stop.store(true, Ordering::Relaxed);
+    if let Some(sampler) = sampler {
+        let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
+    }
+    let end = FinalState {
+        missing_tasks: probes.drain_tasks(|_| true)?,
+        drops: probes.drops()?.to_vec(),
+        now_ns: clock_ns(libc::CLOCK_MONOTONIC),
+    };
+    let _ = batch_tx.send(Input::Finish(end)).await;
+    drop(batch_tx);
+    let report = consumer.await.context("correlator task panicked")??;
 
     session.clock_end = Some(crate::session::ClockSample::now());
     session.complete = true;
     session.attached = attacher.attached().to_vec();
     session.set_drops(&probes.drops()?);
-    session.correlation = correlation;
-    session.rows = sink_stats.rows;
-    session.files = sink_stats.files;
-    session.bytes = sink_stats.bytes;
+    session.correlation = report.correlation;
+    session.activity = report.activity;
+    session.clocks = report.clocks;
+    session.rows = report.sink.rows;
+    session.files = report.sink.files;
+    session.bytes = report.sink.bytes;
     if decode_errors > 0 {
         session.drops.insert("undecodable_records", decode_errors);
     }
@@ -228,10 +298,13 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     })
 }
 
-fn consume_result(
-    joined: Result<Result<(CorrelateStats, SinkStats)>, tokio::task::JoinError>,
-) -> Result<(CorrelateStats, SinkStats)> {
-    joined.context("correlator task panicked")?
+/// The driver library of the traced processes, to read device clocks through.
+fn driver_library(attacher: &Attacher) -> Option<&Path> {
+    attacher
+        .attached()
+        .iter()
+        .find(|f| f.library == Library::AscendHal.file_name())
+        .map(|f| f.path.as_path())
 }
 
 /// Libraries attached before tracing starts.
@@ -271,6 +344,23 @@ async fn wait_for_stop(
     probes: &mut Probes,
     attacher: &mut Attacher,
     child: Option<GatedChild>,
+    tx: &mpsc::Sender<Input>,
+    progress: &Progress,
+) -> Result<Option<std::process::ExitStatus>> {
+    let mut status = StatusLine::new();
+    let stopped = wait_loop(opts, probes, attacher, child, tx, progress, &mut status).await;
+    status.finish();
+    stopped
+}
+
+async fn wait_loop(
+    opts: &TraceOptions,
+    probes: &mut Probes,
+    attacher: &mut Attacher,
+    child: Option<GatedChild>,
+    tx: &mpsc::Sender<Input>,
+    progress: &Progress,
+    status: &mut StatusLine,
 ) -> Result<Option<std::process::ExitStatus>> {
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
@@ -285,14 +375,23 @@ async fn wait_for_stop(
             status = wait_exit(&mut exited) => return Ok(Some(status?)),
             _ = tick.tick() => {
                 if let Mode::Attach(pids) = &opts.mode
-                    && pids.iter().all(|pid| !PathBuf::from(format!("/proc/{pid}")).exists())
+                    && pids.iter().all(|&pid| !process_alive(pid))
                 {
                     return Ok(None);
                 }
                 rescan(opts, probes, attacher)?;
+                let lost = probes.drain_tasks(|tgid| !process_alive(tgid))?;
+                if !lost.is_empty() {
+                    let _ = tx.send(Input::Lost(lost)).await;
+                }
+                status.update(progress, probes.drops()?.iter().sum());
             }
         }
     }
+}
+
+fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
@@ -333,7 +432,7 @@ fn rescan(opts: &TraceOptions, probes: &mut Probes, attacher: &mut Attacher) -> 
 /// drains what is left so nothing already recorded is lost.
 async fn poll_ring(
     ring: RingBuf<MapData>,
-    tx: mpsc::Sender<Vec<Record>>,
+    tx: mpsc::Sender<Input>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<u64> {
     // SAFETY: the ring buffer owns its fd and outlives the registration (both move here).
@@ -347,7 +446,7 @@ async fn poll_ring(
                 loop {
                     let batch = drain(guard.get_inner_mut(), &mut decode_errors);
                     let full = batch.len() == BATCH_RECORDS;
-                    if !batch.is_empty() && tx.send(batch).await.is_err() {
+                    if !batch.is_empty() && tx.send(Input::Records(batch)).await.is_err() {
                         return Ok(decode_errors);
                     }
                     if !full {
@@ -361,7 +460,7 @@ async fn poll_ring(
     }
     loop {
         let batch = drain(fd.get_mut(), &mut decode_errors);
-        if batch.is_empty() || tx.send(batch).await.is_err() {
+        if batch.is_empty() || tx.send(Input::Records(batch)).await.is_err() {
             return Ok(decode_errors);
         }
     }
@@ -379,40 +478,76 @@ fn drain(ring: &mut RingBuf<MapData>, decode_errors: &mut u64) -> Vec<Record> {
     batch
 }
 
-/// Correlates batches and writes rows; makes them durable once a second.
+/// What the correlator learned, for session.json.
+struct ConsumeReport {
+    correlation: CorrelateStats,
+    activity: ActivityStats,
+    clocks: BTreeMap<u32, ClockSummary>,
+    sink: SinkStats,
+}
+
+/// Correlates records and writes rows; makes them durable once a second.
 async fn consume(
-    mut rx: mpsc::Receiver<Vec<Record>>,
+    mut rx: mpsc::Receiver<Input>,
     mut sink: ParquetSink,
     print: bool,
-) -> Result<(CorrelateStats, SinkStats)> {
+    devices: Devices,
+    progress: Arc<Progress>,
+) -> Result<ConsumeReport> {
     let mut correlator = Correlator::default();
+    let mut processes = ProcessCounter::default();
     let mut printer = Printer::new(print);
     let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    let mut end = FinalState::default();
     loop {
         tokio::select! {
-            batch = rx.recv() => {
-                let Some(batch) = batch else { break };
-                for record in &batch {
-                    correlator.push(record, &mut printer);
+            input = rx.recv() => match input {
+                Some(Input::Records(batch)) => {
+                    processes.observe(&batch, &progress);
+                    for record in &batch {
+                        correlator.push(record, &mut printer);
+                    }
+                    if let Ok(mut known) = devices.lock() {
+                        known.extend(correlator.devices());
+                    }
+                    write(&mut sink, correlator.take_output(), &progress)?;
                 }
-                write(&mut sink, correlator.take_output())?;
-            }
+                Some(Input::Clock(reading)) => correlator.clock_reading(reading),
+                Some(Input::Lost(tasks)) => correlator.tasks_lost(&tasks, clock_ns(libc::CLOCK_MONOTONIC)),
+                Some(Input::Finish(state)) => end = state,
+                None => break,
+            },
             _ = tick.tick() => sink.flush()?,
         }
     }
-    correlator.finish(&mut printer);
-    write(&mut sink, correlator.take_output())?;
-    Ok((correlator.stats(), sink.finish()?))
+    correlator.finish(&mut printer, &end);
+    write(&mut sink, correlator.take_output(), &progress)?;
+    Ok(ConsumeReport {
+        correlation: correlator.stats(),
+        activity: correlator.activity().stats(),
+        clocks: correlator.activity().clock_summaries(),
+        sink: sink.finish()?,
+    })
 }
 
-fn write(sink: &mut ParquetSink, output: Output) -> Result<()> {
-    if !output.api.is_empty() {
-        sink.write_api(&output.api)?;
-    }
-    if !output.markers.is_empty() {
-        sink.write_markers(&output.markers)?;
-    }
-    Ok(())
+fn write(sink: &mut ParquetSink, output: Output, progress: &Progress) -> Result<()> {
+    let Output {
+        api,
+        markers,
+        activity: a,
+    } = output;
+    progress.add_rows(
+        (api.len() + markers.len() + a.kernels.len() + a.memcpys.len() + a.memsets.len()) as u64
+            + (a.hccl.len() + a.memory.len() + a.critical.len()) as u64,
+    );
+    sink.write_api(&api)?;
+    sink.write_markers(&markers)?;
+    sink.write_kernels(&a.kernels)?;
+    sink.write_memcpys(&a.memcpys)?;
+    sink.write_memsets(&a.memsets)?;
+    sink.write_hccl(&a.hccl)?;
+    sink.write_memory(&a.memory)?;
+    sink.write_critical_events(&a.critical)
 }
 
 /// A command started stopped at a gate, so probes are attached before it runs its first

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use serde::Serialize;
+use tracer_common::ProbeRole;
 
 use crate::{
     bpf::Probes,
@@ -54,6 +55,13 @@ impl Selection {
     pub fn is_enabled(&self, probe: u16) -> bool {
         self.enabled.get(probe as usize).copied().unwrap_or(false)
     }
+
+    /// Whether `probe` is attached: enabled for API records, or needed for device activity
+    /// (then attached quietly).
+    pub fn is_attached(&self, probe: u16) -> bool {
+        self.is_enabled(probe)
+            || catalog::by_probe(probe).is_some_and(|d| d.device_role != ProbeRole::Api)
+    }
 }
 
 /// What was attached in one library file (recorded in session.json).
@@ -97,7 +105,7 @@ impl Attacher {
         };
         for (index, def) in CATALOG.iter().enumerate() {
             let probe = catalog::probe_id(index);
-            if def.library != file.library || !self.selection.is_enabled(probe) {
+            if def.library != file.library || !self.selection.is_attached(probe) {
                 continue;
             }
             match symbols.file_offset(def.symbol) {
@@ -131,7 +139,12 @@ mod tests {
     fn selection_follows_domains_and_functions() {
         let default = Selection::new(&[], &[]).unwrap();
         assert!(default.is_enabled(catalog::find("aclrtMemcpy").unwrap()));
-        assert!(!default.is_enabled(catalog::find("halSqTaskSend").unwrap()));
+        let send = catalog::find("halSqTaskSend").unwrap();
+        assert!(
+            !default.is_enabled(send) && default.is_attached(send),
+            "quiet device probe"
+        );
+        assert!(!default.is_attached(catalog::find("halGetDeviceInfo").unwrap()));
 
         let hccl = Selection::new(&["hccl".into()], &["aclrtMemcpy".into()]).unwrap();
         assert!(hccl.is_enabled(catalog::find("HcclAllReduce").unwrap()));

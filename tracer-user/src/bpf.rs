@@ -10,7 +10,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
-use tracer_common::{Config, DropKind, ProbeSpec};
+use tracer_common::{Config, DeviceLayout, DropKind, ProbeSpec, TaskInfo, TaskKey};
 
 /// The BPF object built from `tracer-ebpf` by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
@@ -58,6 +58,13 @@ impl Probes {
             .with_context(|| format!("probe id {probe} exceeds the BPF catalog size"))
     }
 
+    /// Where the driver's SQ/CQ structures keep their fields.
+    pub fn set_layout(&mut self, layout: DeviceLayout) -> Result<()> {
+        let mut map: Array<_, DeviceLayout> = Array::try_from(map(&mut self.ebpf, "LAYOUT")?)?;
+        map.set(0, layout, 0)?;
+        Ok(())
+    }
+
     pub fn set_config(&mut self, config: Config) -> Result<()> {
         let mut cfg: Array<_, Config> = Array::try_from(map(&mut self.ebpf, "CONFIG")?)?;
         cfg.set(0, config, 0)?;
@@ -79,6 +86,22 @@ impl Probes {
             .context("BPF map TARGETS missing")?;
         let targets: HashMap<_, u32, u8> = HashMap::try_from(map)?;
         Ok(targets.keys().filter_map(|k| k.ok()).collect())
+    }
+
+    /// Removes and returns the submitted tasks, still awaiting completion, of processes
+    /// matching `pred`.
+    pub fn drain_tasks(&mut self, pred: impl Fn(u32) -> bool) -> Result<Vec<(TaskKey, TaskInfo)>> {
+        let mut tasks: HashMap<_, TaskKey, TaskInfo> =
+            HashMap::try_from(map(&mut self.ebpf, "TASKS")?)?;
+        let found: Vec<(TaskKey, TaskInfo)> = tasks
+            .iter()
+            .filter_map(|entry| entry.ok())
+            .filter(|(key, _)| pred(key.tgid))
+            .collect();
+        for (key, _) in &found {
+            let _ = tasks.remove(key);
+        }
+        Ok(found)
     }
 
     /// Attaches the ENTER/EXIT pair to the function at `file_offset` in `path`.

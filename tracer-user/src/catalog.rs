@@ -5,7 +5,7 @@
 //! Signatures follow the public CANN headers (`shared/reference/cann_abi.h`); msPTI
 //! callback domains and ids follow `mspti_cbid.h`. The same catalog serves a real CANN host
 //! and the simulator.
-use tracer_common::{NO_ARG, ProbeSpec, TEXT_INDIRECT};
+use tracer_common::{DeviceLayout, NO_ARG, ProbeRole, ProbeSpec, SPEC_QUIET, TEXT_INDIRECT};
 
 use crate::records::ApiArgs;
 
@@ -150,7 +150,7 @@ pub enum Text {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Indirect {
     /// Byte offset of the `const char *` field.
-    pub offset: u32,
+    pub offset: u16,
 }
 
 /// Layout description: where a function handle (`aclrtFuncHandle`, `rtFuncHandle`) keeps
@@ -158,6 +158,52 @@ pub struct Indirect {
 /// `docs/simulator.md`); another CANN release supplies its own. It names kernels whose
 /// handles were created before tracing began, which no registration call can tell.
 pub const FUNC_HANDLE_NAME: Indirect = Indirect { offset: 0 };
+
+/// The device task a call submits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    Kernel,
+    Memcpy,
+    Memset,
+    Collective,
+}
+
+/// Layout description of the driver's task interface (`ascend_hal_base.h`: struct
+/// halTaskSendInfo, struct halReportRecvInfo; `rtStarsSqeHeader_t`), and of the logic CQE
+/// in the format the simulator documents (`docs/simulator.md`); a CANN release whose CQE
+/// differs supplies its own.
+pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
+    send_sqe_addr: 16,
+    send_sqe_num: 24,
+    sqe_size: 64,
+    sqe_type: 0,
+    sqe_block_dim: 2,
+    sqe_stream: 4,
+    sqe_task: 6,
+    recv_cqe_addr: 16,
+    recv_report_num: 28,
+    cqe_size: 32,
+    cqe_stream: 0,
+    cqe_task: 2,
+    cqe_status: 4,
+    cqe_sqe_type: 9,
+    cqe_end_cnt: 16,
+    cqe_start_cnt: 24,
+};
+
+/// What a task's SQE type says it is (STARS numbering, as the layout above): used when the
+/// API call that submitted it is unknown.
+pub fn sqe_task_kind(sqe_type: u8) -> Option<(TaskKind, &'static str)> {
+    match sqe_type {
+        0 => Some((TaskKind::Kernel, "AI_CORE")),
+        1 => Some((TaskKind::Kernel, "AI_CPU")),
+        2 => Some((TaskKind::Kernel, "AI_VECTOR")),
+        11 => Some((TaskKind::Memcpy, "SDMA")),
+        12 => Some((TaskKind::Memset, "SDMA")),
+        13 => Some((TaskKind::Collective, "HCCL")),
+        _ => None,
+    }
+}
 
 /// An out-parameter read at EXIT through the pointer passed in argument `index`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,6 +258,10 @@ pub struct ProbeDef {
     pub out: Option<Out>,
     pub ret: Ret,
     pub role: Role,
+    /// The kind of device task the call submits, if any.
+    pub task: Option<TaskKind>,
+    /// Device-task work of the driver's SQ/CQ functions.
+    pub device_role: ProbeRole,
 }
 
 const fn f(
@@ -231,6 +281,8 @@ const fn f(
         out: None,
         ret: Ret::Status,
         role: Role::Plain,
+        task: None,
+        device_role: ProbeRole::Api,
     }
 }
 
@@ -264,9 +316,18 @@ impl ProbeDef {
         self.role = role;
         self
     }
+    const fn task(mut self, task: TaskKind) -> Self {
+        self.task = Some(task);
+        self
+    }
+    const fn device_role(mut self, role: ProbeRole) -> Self {
+        self.device_role = role;
+        self
+    }
 
-    /// What the BPF programs capture for this function.
-    pub fn spec(&self) -> ProbeSpec {
+    /// What the BPF programs capture for this function; `quiet` attaches it for its
+    /// device role only, without API records.
+    pub fn spec(&self, quiet: bool) -> ProbeSpec {
         let (out_arg, out_size) = self.out.map_or((NO_ARG, 0), |o| (o.index, o.size));
         ProbeSpec {
             text_arg: self.text.map_or(NO_ARG, |(i, _)| i),
@@ -278,6 +339,8 @@ impl ProbeDef {
                 0
             },
             text_offset: self.text_via.map_or(0, |v| v.offset),
+            role: self.device_role as u8,
+            flags: if quiet { SPEC_QUIET } else { 0 },
         }
     }
 
@@ -434,7 +497,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(3, "count", Bytes),
             a(4, "kind", AclMemcpyKind),
         ],
-    ),
+    )
+    .task(TaskKind::Memcpy),
     f(
         AscendCl,
         "aclrtMemcpyAsync",
@@ -446,7 +510,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(4, "kind", AclMemcpyKind),
             a(5, "stream", Stream),
         ],
-    ),
+    )
+    .task(TaskKind::Memcpy),
     f(
         AscendCl,
         "aclrtMemset",
@@ -456,7 +521,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(2, "value", Value),
             a(3, "count", Bytes),
         ],
-    ),
+    )
+    .task(TaskKind::Memset),
     f(
         AscendCl,
         "aclrtMemsetAsync",
@@ -467,7 +533,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(3, "count", Bytes),
             a(4, "stream", Stream),
         ],
-    ),
+    )
+    .task(TaskKind::Memset),
     f(
         AscendCl,
         "aclrtBinaryLoadFromData",
@@ -491,7 +558,8 @@ pub static CATALOG: &[ProbeDef] = &[
         ],
     )
     .text_via(0, FUNC_HANDLE_NAME, Text::KernelName)
-    .role(Role::LaunchByHandle),
+    .role(Role::LaunchByHandle)
+    .task(TaskKind::Kernel),
     f(AscendCl, "aclrtGetDevice", Acl, &[]).out(0, 4, DeviceId),
     f(AscendCl, "aclrtSynchronizeDevice", Acl, &[]),
     f(AscendCl, "aclrtCreateEvent", Acl, &[]).out(0, 8, Handle),
@@ -554,7 +622,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(4, "kind", RtMemcpyKind),
         ],
     )
-    .cb(CbRt, 22),
+    .cb(CbRt, 22)
+    .task(TaskKind::Memcpy),
     f(
         RtL,
         "rtMemcpyAsync",
@@ -567,7 +636,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(5, "stm", Stream),
         ],
     )
-    .cb(CbRt, 24),
+    .cb(CbRt, 24)
+    .task(TaskKind::Memcpy),
     f(
         RtL,
         "rtMemset",
@@ -578,7 +648,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(3, "cnt", Bytes),
         ],
     )
-    .cb(CbRt, 27),
+    .cb(CbRt, 27)
+    .task(TaskKind::Memset),
     f(
         RtL,
         "rtMemsetAsync",
@@ -590,7 +661,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(4, "stm", Stream),
         ],
     )
-    .cb(CbRt, 28),
+    .cb(CbRt, 28)
+    .task(TaskKind::Memset),
     f(RtL, "rtDevBinaryRegister", Rt, &[]).out(1, 8, Handle),
     f(RtL, "rtFunctionRegister", Rt, &[a(1, "stubFunc", Handle)])
         .text(2, Text::KernelName)
@@ -607,7 +679,8 @@ pub static CATALOG: &[ProbeDef] = &[
         ],
     )
     .cb(CbRt, 10)
-    .role(Role::LaunchByStub),
+    .role(Role::LaunchByStub)
+    .task(TaskKind::Kernel),
     f(
         RtL,
         "rtKernelLaunchWithHandleV2",
@@ -619,7 +692,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(5, "stm", Stream),
         ],
     )
-    .cb(CbRt, 10),
+    .cb(CbRt, 10)
+    .task(TaskKind::Kernel),
     f(
         RtL,
         "rtLaunchKernelByFuncHandleV3",
@@ -632,7 +706,8 @@ pub static CATALOG: &[ProbeDef] = &[
     )
     .cb(CbRt, 10)
     .text_via(0, FUNC_HANDLE_NAME, Text::KernelName)
-    .role(Role::LaunchByHandle),
+    .role(Role::LaunchByHandle)
+    .task(TaskKind::Kernel),
     f(
         RtL,
         "rtCpuKernelLaunch",
@@ -644,7 +719,8 @@ pub static CATALOG: &[ProbeDef] = &[
         ],
     )
     .text(1, Text::KernelName)
-    .cb(CbRt, 11),
+    .cb(CbRt, 11)
+    .task(TaskKind::Kernel),
     f(RtL, "rtGetTaskIdAndStreamID", Rt, &[]).out(0, 4, Value),
     f(RtL, "rtGetDevice", Rt, &[]).out(0, 4, DeviceId),
     f(RtL, "rtGetDeviceCount", Rt, &[]).out(0, 4, Count),
@@ -684,7 +760,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(6, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 1),
+    .cb(CbHccl, 1)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclBroadcast",
@@ -698,7 +775,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(5, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 2),
+    .cb(CbHccl, 2)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclAllGather",
@@ -712,7 +790,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(5, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 3),
+    .cb(CbHccl, 3)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclReduceScatter",
@@ -727,7 +806,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(6, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 4),
+    .cb(CbHccl, 4)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclReduce",
@@ -743,7 +823,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(7, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 5),
+    .cb(CbHccl, 5)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclAlltoAll",
@@ -757,7 +838,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(7, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 6),
+    .cb(CbHccl, 6)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclSend",
@@ -771,7 +853,8 @@ pub static CATALOG: &[ProbeDef] = &[
             a(5, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 10),
+    .cb(CbHccl, 10)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclRecv",
@@ -785,14 +868,16 @@ pub static CATALOG: &[ProbeDef] = &[
             a(5, "stream", Stream),
         ],
     )
-    .cb(CbHccl, 11),
+    .cb(CbHccl, 11)
+    .task(TaskKind::Collective),
     f(
         HcclL,
         "HcclBarrier",
         HcclD,
         &[a(0, "comm", Handle), a(1, "stream", Stream)],
     )
-    .cb(CbHccl, 8),
+    .cb(CbHccl, 8)
+    .task(TaskKind::Collective),
     f(HcclL, "HcclGetRankId", HcclD, &[a(0, "comm", Handle)]).out(1, 4, Rank),
     f(HcclL, "HcclGetRankSize", HcclD, &[a(0, "comm", Handle)]).out(1, 4, Count),
     f(HcclL, "HcclCommDestroy", HcclD, &[a(0, "comm", Handle)]),
@@ -867,13 +952,15 @@ pub static CATALOG: &[ProbeDef] = &[
         "halSqTaskSend",
         Driver,
         &[a(0, "devId", DeviceId), a(1, "info", Handle)],
-    ),
+    )
+    .device_role(ProbeRole::SqSend),
     f(
         AscendHal,
         "halCqReportRecv",
         Driver,
         &[a(0, "devId", DeviceId), a(1, "info", Handle)],
-    ),
+    )
+    .device_role(ProbeRole::CqRecv),
 ];
 
 /// Probe id of a catalog entry (its index; the catalog is far smaller than u16::MAX).

@@ -5,11 +5,13 @@
 //! (kernel names by function handle or stub, mstx domain names, open ranges).
 use std::collections::HashMap;
 
-use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader};
+use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader, TaskInfo, TaskKey};
 
 use crate::{
+    activity::{Activity, ActivityOutput},
     catalog::{self, ProbeDef, Role, Text},
     decode::{Record, text},
+    driver::ClockReading,
     records::{ApiRow, MarkerRow},
     symbolize::Symbolizer,
 };
@@ -19,12 +21,17 @@ use crate::{
 pub struct Output {
     pub api: Vec<ApiRow>,
     pub markers: Vec<MarkerRow>,
+    pub activity: ActivityOutput,
 }
 
-impl Output {
-    pub fn is_empty(&self) -> bool {
-        self.api.is_empty() && self.markers.is_empty()
-    }
+/// What only the end of tracing knows.
+#[derive(Debug, Default)]
+pub struct FinalState {
+    /// Submitted tasks still awaiting completion.
+    pub missing_tasks: Vec<(TaskKey, TaskInfo)>,
+    /// Kernel-side loss counters, indexed like `DropKind::ALL`.
+    pub drops: Vec<u64>,
+    pub now_ns: u64,
 }
 
 /// What the correlator could not pair; reported in session.json.
@@ -61,6 +68,7 @@ pub struct Correlator {
     /// (pid, mstx range id) -> the range, waiting for its end.
     ranges: HashMap<(u32, u64), MarkerRow>,
     symbolizer: Symbolizer,
+    activity: Activity,
     output: Output,
     stats: CorrelateStats,
 }
@@ -71,25 +79,49 @@ impl Correlator {
             Record::Enter(enter) => self.enter(enter, live),
             Record::Exit(exit) => self.exit(exit, live),
             Record::ThreadExit(header) => self.thread_exit(header, live),
+            Record::TaskComplete(done) => self.activity.completed(done),
         }
     }
 
+    pub fn clock_reading(&mut self, reading: ClockReading) {
+        self.activity.clock_reading(reading);
+    }
+
+    /// Devices whose tasks were seen.
+    pub fn devices(&self) -> Vec<u32> {
+        self.activity.devices().collect()
+    }
+
     pub fn take_output(&mut self) -> Output {
+        self.activity.release();
+        self.output.activity = self.activity.take_output();
         std::mem::take(&mut self.output)
+    }
+
+    pub fn activity(&self) -> &Activity {
+        &self.activity
+    }
+
+    /// Tasks of processes that exited before completing them.
+    pub fn tasks_lost(&mut self, lost: &[(TaskKey, TaskInfo)], now_ns: u64) {
+        self.activity.tasks_lost(lost, now_ns);
     }
 
     pub fn stats(&self) -> CorrelateStats {
         self.stats
     }
 
-    /// Calls and ranges still open become incomplete rows (tracing is stopping).
-    pub fn finish(&mut self, live: &mut impl Live) {
+    /// Tracing is stopping: calls and ranges still open become incomplete rows, tasks that
+    /// never completed and lost records become critical events.
+    pub fn finish(&mut self, live: &mut impl Live, end: &FinalState) {
         let open: Vec<u64> = self.open.keys().copied().collect();
         for id in open {
             self.close_incomplete(id, live);
         }
         let ranges = std::mem::take(&mut self.ranges);
         self.output.markers.extend(ranges.into_values());
+        self.activity
+            .finish(&end.missing_tasks, &end.drops, end.now_ns);
     }
 
     fn enter(&mut self, enter: &ApiEnter, live: &mut impl Live) {
@@ -98,7 +130,45 @@ impl Correlator {
             return;
         };
         live.entered(def, enter);
+        if enter.header.depth == 0 && def.task.is_some() {
+            let mut args = def.decode_args(&enter.args, None, 0);
+            args.kernel_name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
+            self.activity
+                .call_entered(def, enter.header.pid, enter.correlation_id, args);
+        }
         self.open.insert(enter.correlation_id, *enter);
+    }
+
+    /// The kernel a launch runs, as known when it enters.
+    fn kernel_name_at_enter(
+        &mut self,
+        def: &ProbeDef,
+        enter: &ApiEnter,
+        handle: u64,
+    ) -> Option<String> {
+        let pid = enter.header.pid;
+        let captured =
+            (!text(enter).is_empty()).then(|| String::from_utf8_lossy(text(enter)).into_owned());
+        match def.role {
+            Role::LaunchByHandle => self.kernels.get(&(pid, handle)).cloned().or(captured),
+            Role::LaunchByStub => self.stub_name(pid, handle),
+            _ => captured.filter(|_| matches!(def.text, Some((_, Text::KernelName)))),
+        }
+    }
+
+    /// The outermost call enclosing `row` (itself when it is outermost); its ancestors are
+    /// still open when it returns.
+    fn outermost(&self, row: &ApiRow) -> u64 {
+        let mut outer = row.correlation_id;
+        let mut parent = row.parent_correlation_id;
+        while let Some(id) = parent {
+            outer = id;
+            parent = self
+                .open
+                .get(&id)
+                .and_then(|e| (e.parent_correlation_id != 0).then_some(e.parent_correlation_id));
+        }
+        outer
     }
 
     fn exit(&mut self, exit: &ApiExit, live: &mut impl Live) {
@@ -118,6 +188,7 @@ impl Correlator {
         self.apply_text(def, &enter, &mut row);
         self.apply_role(def, &enter, &mut row);
         self.stats.calls += 1;
+        self.activity.call_returned(&row, self.outermost(&row));
         live.exited(&row);
         self.output.api.push(row);
     }
@@ -380,7 +451,7 @@ mod tests {
         ] {
             c.push(&r, &mut ());
         }
-        c.finish(&mut ());
+        c.finish(&mut (), &FinalState::default());
         let out = c.take_output();
         assert_eq!(out.markers.len(), 2);
         let range = out.markers.iter().find(|m| m.kind == "range").unwrap();

@@ -2,7 +2,7 @@
 //! `tracer-common`; anything short or of an unknown kind is rejected, never trusted.
 use std::mem::size_of;
 
-use tracer_common::{ApiEnter, ApiExit, RecordHeader, RecordKind};
+use tracer_common::{ApiEnter, ApiExit, RecordHeader, RecordKind, TaskComplete};
 
 /// One record from the kernel.
 #[derive(Debug, Clone, Copy)]
@@ -10,6 +10,7 @@ pub enum Record {
     Enter(ApiEnter),
     Exit(ApiExit),
     ThreadExit(RecordHeader),
+    TaskComplete(TaskComplete),
 }
 
 impl Record {
@@ -18,6 +19,7 @@ impl Record {
             Self::Enter(e) => &e.header,
             Self::Exit(e) => &e.header,
             Self::ThreadExit(h) => h,
+            Self::TaskComplete(t) => &t.header,
         }
     }
 }
@@ -37,6 +39,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RecordKind::ApiEnter => read::<ApiEnter>(bytes).map(Record::Enter),
         RecordKind::ApiExit => read::<ApiExit>(bytes).map(Record::Exit),
         RecordKind::ThreadExit => read::<RecordHeader>(bytes).map(Record::ThreadExit),
+        RecordKind::TaskComplete => read::<TaskComplete>(bytes).map(Record::TaskComplete),
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`agent`]: a tracing session and its tokio pipeline.
 //! - [`decode`] -> [`correlate`] -> [`sink`]: records to rows to files; [`records`] are
 //!   the rows, [`session`] the dataset's `session.json`.
+pub mod activity;
 pub mod agent;
 pub mod attach;
 pub mod bpf;
@@ -14,6 +15,8 @@ pub mod clock;
 pub mod correlate;
 pub mod decode;
 pub mod discovery;
+pub mod driver;
+pub mod progress;
 pub mod records;
 pub mod report;
 pub mod session;

@@ -13,7 +13,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tracer_common::DropKind;
 
-use crate::{attach::AttachedFile, correlate::CorrelateStats};
+use crate::{
+    activity::ActivityStats, attach::AttachedFile, clock::ClockSummary, correlate::CorrelateStats,
+};
 
 /// CLOCK_REALTIME - CLOCK_MONOTONIC at one instant, in ns.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -65,6 +67,10 @@ pub struct Session {
     pub attached: Vec<AttachedFile>,
     pub drops: BTreeMap<&'static str, u64>,
     pub correlation: CorrelateStats,
+    /// Device tasks seen, and what could not be attributed.
+    pub activity: ActivityStats,
+    /// Per device: the fitted syscnt -> CLOCK_MONOTONIC model and its error bound.
+    pub clocks: BTreeMap<u32, ClockSummary>,
     pub rows: BTreeMap<&'static str, u64>,
     pub files: u64,
     pub bytes: u64,
@@ -87,6 +93,8 @@ impl Session {
             attached: Vec::new(),
             drops: DropKind::ALL.iter().map(|k| (k.name(), 0)).collect(),
             correlation: CorrelateStats::default(),
+            activity: ActivityStats::default(),
+            clocks: BTreeMap::new(),
             rows: BTreeMap::new(),
             files: 0,
             bytes: 0,

@@ -1,0 +1,144 @@
+//! Device tasks, joined in the kernel: `halSqTaskSend` is called on the API thread inside
+//! the API call that produced the task, so its SQE headers are keyed (process, device,
+//! stream, task) to the outermost call in flight; `halCqReportRecv` returns CQEs on the
+//! runtime's report thread, each of which finds its submission by the same key.
+//! Field offsets come from the catalog's layout description (`LAYOUT`).
+use aya_ebpf::helpers::bpf_probe_read_user;
+use tracer_common::{
+    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordKind, TaskComplete, TaskInfo,
+    TaskKey,
+};
+
+use crate::{
+    api::header,
+    maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop},
+};
+
+#[inline(always)]
+fn layout() -> Option<DeviceLayout> {
+    LAYOUT.get(0).copied()
+}
+
+/// Reads a `T` at `base + offset` in user memory.
+#[inline(always)]
+fn read<T>(base: u64, offset: u16) -> Option<T> {
+    let ptr = base.wrapping_add(u64::from(offset)) as *const T;
+    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
+    unsafe { bpf_probe_read_user(ptr) }.ok()
+}
+
+/// The outermost traced call in flight on `tid`, 0 when none.
+#[inline(always)]
+fn outermost_call(tid: u32) -> u64 {
+    THREADS
+        .get_ptr(tid)
+        // SAFETY: map value pointer valid for this program run.
+        .and_then(|state| unsafe { (*state).frames.get(1).map(|f| f.correlation_id) })
+        .unwrap_or(0)
+}
+
+/// `halSqTaskSend(uint32_t devId, struct halTaskSendInfo *info)` at ENTER.
+#[inline(always)]
+pub fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
+    let Some(l) = layout() else { return };
+    let (device_id, info) = (args[0] as u32, args[1]);
+    let (Some(sqes), Some(count)) = (
+        read::<u64>(info, l.send_sqe_addr),
+        read::<u32>(info, l.send_sqe_num),
+    ) else {
+        return;
+    };
+    let correlation_id = outermost_call(tid);
+    for i in 0..MAX_SQES {
+        if i >= count {
+            break;
+        }
+        let sqe = sqes.wrapping_add(u64::from(i) * u64::from(l.sqe_size));
+        let (Some(ty), Some(block_dim), Some(stream_id), Some(task_id)) = (
+            read::<u8>(sqe, l.sqe_type),
+            read::<u16>(sqe, l.sqe_block_dim),
+            read::<u16>(sqe, l.sqe_stream),
+            read::<u16>(sqe, l.sqe_task),
+        ) else {
+            return;
+        };
+        let key = TaskKey {
+            tgid,
+            device_id,
+            stream_id,
+            task_id,
+            _pad: 0,
+        };
+        let info = TaskInfo {
+            correlation_id,
+            submit_ns: ts_ns,
+            tid,
+            block_dim,
+            sqe_type: ty & 0x3f,
+            _pad: 0,
+        };
+        // Replaces a stale entry left by a task id that wrapped.
+        if TASKS.insert(key, info, 0).is_err() {
+            count_drop(DropKind::TaskMapFull);
+        }
+    }
+}
+
+/// `halCqReportRecv(uint32_t devId, struct halReportRecvInfo *info)` at EXIT, with the
+/// arguments saved at ENTER.
+#[inline(always)]
+pub fn on_cq_recv(info: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: u64) {
+    let Some(l) = layout() else { return };
+    let (Some(cqes), Some(count)) = (
+        read::<u64>(info, l.recv_cqe_addr),
+        read::<u32>(info, l.recv_report_num),
+    ) else {
+        return;
+    };
+    for i in 0..MAX_CQES {
+        if i >= count {
+            break;
+        }
+        let cqe = cqes.wrapping_add(u64::from(i) * u64::from(l.cqe_size));
+        emit_completion(&l, cqe, device_id, tgid, tid, ts_ns);
+    }
+}
+
+#[inline(always)]
+fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: u64) {
+    let (Some(stream_id), Some(task_id)) =
+        (read::<u16>(cqe, l.cqe_stream), read::<u16>(cqe, l.cqe_task))
+    else {
+        return;
+    };
+    let key = TaskKey {
+        tgid,
+        device_id,
+        stream_id,
+        task_id,
+        _pad: 0,
+    };
+    // SAFETY: map value pointer valid for this program run.
+    let info = TASKS
+        .get_ptr(key)
+        .map(|p| unsafe { *p })
+        .unwrap_or_default();
+    let _ = TASKS.remove(key);
+    let Some(mut entry) = EVENTS.reserve::<TaskComplete>(0) else {
+        count_drop(DropKind::TaskComplete);
+        return;
+    };
+    entry.write(TaskComplete {
+        header: header(RecordKind::TaskComplete, 0, 0, tgid, tid, ts_ns),
+        info,
+        start_cnt: read::<u64>(cqe, l.cqe_start_cnt).unwrap_or(0),
+        end_cnt: read::<u64>(cqe, l.cqe_end_cnt).unwrap_or(0),
+        device_id,
+        status: read::<u32>(cqe, l.cqe_status).unwrap_or(0),
+        stream_id,
+        task_id,
+        sqe_type: read::<u8>(cqe, l.cqe_sqe_type).unwrap_or(0),
+        _pad: [0; 3],
+    });
+    entry.submit(0);
+}
