@@ -2,6 +2,7 @@
 //! traces a simulated 2-rank training run with `npu-bpftrace record`, then prints
 //! `npu-bpftrace report` on the dataset it wrote.
 use std::{
+    collections::BTreeMap,
     ffi::OsString,
     path::{Path, PathBuf},
     process::Command,
@@ -58,23 +59,28 @@ fn check_truth(tracer: &Path, out: &Path) -> Result<()> {
         .output()
         .context("running npu-bpftrace report --format json")?;
     let report: Value = serde_json::from_slice(&json.stdout).context("parsing the JSON report")?;
-    let sum = |section: &str, key: &str| -> f64 {
-        report[section].as_array().map_or(0.0, |rows| {
-            rows.iter().filter_map(|r| r[key].as_f64()).sum()
-        })
+    let sum = |section: &str, key: &str| -> u64 {
+        report[section]
+            .as_array()
+            .map_or(0, |rows| rows.iter().filter_map(|r| r[key].as_u64()).sum())
     };
     let truth = Totals::of_truth(&out.join("truth"))?;
     let checks = [
         ("kernels", sum("kernels", "count"), truth.kernels),
         ("bytes copied", sum("memcpy", "bytes"), truth.memcpy_bytes),
-        ("collectives", sum("hccl", "collectives"), truth.collectives),
+        (
+            "collectives",
+            sum("hccl", "collectives"),
+            truth.collectives(),
+        ),
     ];
-    let mut agree = true;
-    let mut line = Vec::new();
-    for (what, traced, expected) in checks {
-        agree &= (traced - expected).abs() < 0.5;
-        line.push(format!("{what} {traced} (truth {expected})"));
-    }
+    let agree = checks
+        .iter()
+        .all(|(_, traced, expected)| traced == expected);
+    let line: Vec<String> = checks
+        .iter()
+        .map(|(what, traced, expected)| format!("{what} {traced} (truth {expected})"))
+        .collect();
     let verdict = if agree { "agrees" } else { "DIFFERS" };
     println!("\nGround truth check: {}: {verdict}", line.join(", "));
     if !agree {
@@ -89,10 +95,10 @@ fn check_truth(tracer: &Path, out: &Path) -> Result<()> {
 /// What the simulator says it ran.
 #[derive(Default)]
 struct Totals {
-    kernels: f64,
-    memcpy_bytes: f64,
-    /// Each rank logs its part of a collective: a part counts 1/nranks.
-    collectives: f64,
+    kernels: u64,
+    memcpy_bytes: u64,
+    /// HCCL task lines by the collective's rank count: each rank logs its own part.
+    hccl_parts: BTreeMap<u64, u64>,
 }
 
 impl Totals {
@@ -117,13 +123,18 @@ impl Totals {
             return;
         }
         match line["kind"].as_str() {
-            Some("KERNEL") => self.kernels += 1.0,
-            Some("MEMCPY") => self.memcpy_bytes += line["bytes"].as_f64().unwrap_or(0.0),
+            Some("KERNEL") => self.kernels += 1,
+            Some("MEMCPY") => self.memcpy_bytes += line["bytes"].as_u64().unwrap_or(0),
             Some("HCCL") => {
-                self.collectives += 1.0 / line["nranks"].as_f64().unwrap_or(1.0).max(1.0)
+                let nranks = line["nranks"].as_u64().unwrap_or(1).max(1);
+                *self.hccl_parts.entry(nranks).or_default() += 1;
             }
             _ => {}
         }
+    }
+
+    fn collectives(&self) -> u64 {
+        self.hccl_parts.iter().map(|(n, parts)| parts / n).sum()
     }
 }
 
