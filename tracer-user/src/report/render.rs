@@ -35,7 +35,7 @@ impl Cell {
             Cell::Count(n) => n.to_string(),
             Cell::Ns(Some(ns)) => human_ns(*ns),
             Cell::Bytes(b) => human_bytes(*b),
-            Cell::Gbps(Some(g)) => format!("{g:.2} GB/s"),
+            Cell::Gbps(Some(g)) => human_rate(*g),
             Cell::Pct(p) => format!("{p:.1}%"),
             Cell::Ns(None) | Cell::Gbps(None) => "-".to_owned(),
         }
@@ -378,6 +378,15 @@ pub fn human_ns(ns: u64) -> String {
     }
 }
 
+/// `12.50 GB/s`, or `730.0 MB/s` below 1 GB/s (small copies are latency-bound).
+pub fn human_rate(gbps: f64) -> String {
+    if gbps >= 1.0 {
+        format!("{gbps:.2} GB/s")
+    } else {
+        format!("{:.1} MB/s", gbps * 1e3)
+    }
+}
+
 /// `512 B`, `256.0 KiB`, `1.5 MiB`, `2.0 GiB`.
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -403,6 +412,8 @@ mod tests {
         assert_eq!(human_ns(12_345), "12.35 µs");
         assert_eq!(human_ns(4_200_000), "4.20 ms");
         assert_eq!(human_ns(1_500_000_000), "1.50 s");
+        assert_eq!(human_rate(12.5), "12.50 GB/s");
+        assert_eq!(human_rate(0.73), "730.0 MB/s");
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(256 * 1024), "256.0 KiB");
         assert_eq!(human_bytes(3 << 29), "1.5 GiB");
