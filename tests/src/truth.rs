@@ -141,9 +141,7 @@ fn check_args(def: &ProbeDef, row: &Row, args: &Value, ctx: &str) {
             );
         }
     }
-    if let Some(kernel) = args.get("kernel_name").and_then(Value::as_str)
-        && def.symbol != "rtKernelLaunchWithHandleV2"
-    {
+    if let Some(kernel) = args.get("kernel_name").and_then(Value::as_str) {
         assert_eq!(
             row["kernel_name"].as_str(),
             Some(kernel),

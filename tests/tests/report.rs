@@ -5,9 +5,6 @@ use std::{collections::BTreeMap, process::Command};
 use serde_json::Value;
 use tests::{Recording, npu_bpftrace, read_truth, record, sim_bin};
 
-/// The report's name for a kernel the tracer could not name.
-const UNKNOWN: &str = "<unknown>";
-
 fn train(name: &str, launcher_args: &[&str], steps: &str) -> Recording {
     let mut workload = vec![sim_bin("npu-sim-run"), "--nproc".into(), "2".into()];
     workload.extend(launcher_args.iter().map(|s| s.to_string()));
@@ -72,16 +69,11 @@ fn report_matches_truth() {
     let report = json_report(&recording);
 
     let traced = by_key(&report, "kernels", "name", "count");
-    // Kernels launched by tiling key (rtKernelLaunchWithHandleV2) are not named yet (as in
-    // device.rs); while they are not, the report lists them as `<unknown>`.
-    let unnamed = traced.contains_key(UNKNOWN);
     let mut kernels: BTreeMap<String, u64> = BTreeMap::new();
     for task in truth_tasks(&recording, "KERNEL") {
-        let name = match task["name"].as_str().unwrap() {
-            _ if unnamed && task["api_fn"] == "rtKernelLaunchWithHandleV2" => UNKNOWN,
-            name => name,
-        };
-        *kernels.entry(name.to_owned()).or_default() += 1;
+        *kernels
+            .entry(task["name"].as_str().unwrap().to_owned())
+            .or_default() += 1;
     }
     assert!(!kernels.is_empty(), "the workload launched kernels");
     assert_eq!(traced, kernels, "kernel counts per name");

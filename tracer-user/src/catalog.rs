@@ -227,7 +227,8 @@ pub enum Ret {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Plain,
-    /// `rtFunctionRegister`: stub address (handle column) is named by the text argument.
+    /// `rtFunctionRegister(binHandle, stubFunc, stubName, ...)`: the stub (handle column) is
+    /// named by the text argument, and the name is the next function of `binHandle`.
     RegisterStub,
     /// `aclrtBinaryGetFunction`: the returned function handle is named by the text argument.
     RegisterFunction,
@@ -235,6 +236,9 @@ pub enum Role {
     LaunchByHandle,
     /// Launch whose handle column is a stub named by [`Role::RegisterStub`] or its ELF symbol.
     LaunchByStub,
+    /// `rtKernelLaunchWithHandleV2(hdl, tilingKey, ...)`: the kernel is function number
+    /// `tilingKey` (value column) registered on binary `hdl`, in registration order.
+    LaunchByTilingKey,
     MarkA,
     RangeStartA,
     RangeEnd,
@@ -345,7 +349,7 @@ impl ProbeDef {
     }
 
     /// Typed columns from raw captured values.
-    pub fn decode_args(&self, raw: &[u64], out_value: Option<u64>, ret: u64) -> ApiArgs {
+    pub fn decode_args(&self, raw: &[u64], out_value: Option<u64>, ret: Option<u64>) -> ApiArgs {
         let mut args = ApiArgs::default();
         for arg in self.args {
             if let Some(&v) = raw.get(arg.index as usize) {
@@ -355,7 +359,7 @@ impl ProbeDef {
         if let (Some(out), Some(v)) = (self.out, out_value) {
             set_column(&mut args, out.column, v);
         }
-        if let Ret::Value(column) = self.ret {
+        if let (Ret::Value(column), Some(ret)) = (self.ret, ret) {
             set_column(&mut args, column, ret);
         }
         args
@@ -693,6 +697,7 @@ pub static CATALOG: &[ProbeDef] = &[
         ],
     )
     .cb(CbRt, 10)
+    .role(Role::LaunchByTilingKey)
     .task(TaskKind::Kernel),
     f(
         RtL,
@@ -1013,7 +1018,7 @@ mod tests {
     #[test]
     fn decodes_memcpy_and_status() {
         let def = by_probe(find("aclrtMemcpyAsync").unwrap()).unwrap();
-        let args = def.decode_args(&[0x10, 64, 0x20, 48, 1, 0x99, 0, 0], None, 0);
+        let args = def.decode_args(&[0x10, 64, 0x20, 48, 1, 0x99, 0, 0], None, None);
         assert_eq!(args.address, Some(0x10));
         assert_eq!(args.src_address, Some(0x20));
         assert_eq!(args.bytes, Some(48));

@@ -29,9 +29,11 @@ use tracer_user::{
       sudo npu-bpftrace record -- python train.py      trace a command and its children\n  \
       sudo npu-bpftrace attach --pid 4242 --duration 30s\n  \
       sudo npu-bpftrace record --system-wide --out /data/trace\n  \
-      npu-bpftrace probes                              list what can be traced\n\n\
-      Output: DIR/<table>/host=<host>/part-<n>.parquet (tables: api, marker) and DIR/session.json;\n\
-      read it with DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;"
+      npu-bpftrace probes                              list what can be traced\n  \
+      npu-bpftrace report DIR                          summarize a recorded trace\n\n\
+      Output: DIR/<table>/host=<host>/part-<n>.parquet and DIR/session.json, tables api, marker,\n\
+      kernel, memcpy, memset, memory, hccl, critical_event; read it with `npu-bpftrace report`\n\
+      or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;"
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -63,6 +63,8 @@ pub struct Correlator {
     open: HashMap<u64, ApiEnter>,
     /// (pid, function handle or stub address) -> kernel name.
     kernels: HashMap<(u32, u64), String>,
+    /// (pid, binary handle) -> its functions' names in registration order.
+    binaries: HashMap<(u32, u64), Vec<String>>,
     /// (pid, mstx domain handle) -> domain name.
     mstx_domains: HashMap<(u32, u64), String>,
     /// (pid, mstx range id) -> the range, waiting for its end.
@@ -131,7 +133,7 @@ impl Correlator {
         };
         live.entered(def, enter);
         if enter.header.depth == 0 && def.task.is_some() {
-            let mut args = def.decode_args(&enter.args, None, 0);
+            let mut args = def.decode_args(&enter.args, None, None);
             args.kernel_name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
             self.activity
                 .call_entered(def, enter.header.pid, enter.correlation_id, args);
@@ -152,6 +154,7 @@ impl Correlator {
         match def.role {
             Role::LaunchByHandle => self.kernels.get(&(pid, handle)).cloned().or(captured),
             Role::LaunchByStub => self.stub_name(pid, handle),
+            Role::LaunchByTilingKey => self.tiling_key_name(pid, handle, enter.args[1]),
             _ => captured.filter(|_| matches!(def.text, Some((_, Text::KernelName)))),
         }
     }
@@ -184,7 +187,7 @@ impl Correlator {
         let mut row = base_row(def, &enter);
         row.end_ns = Some(exit.header.ts_ns);
         row.return_value = def.return_value(exit.ret);
-        row.args = def.decode_args(&enter.args, out, exit.ret);
+        row.args = def.decode_args(&enter.args, out, Some(exit.ret));
         self.apply_text(def, &enter, &mut row);
         self.apply_role(def, &enter, &mut row);
         self.stats.calls += 1;
@@ -214,12 +217,9 @@ impl Correlator {
         };
         let mut row = base_row(def, &enter);
         row.incomplete = true;
-        row.args = def.decode_args(&enter.args, None, 0);
-        if let Ret::Value(_) = def.ret {
-            // The return value was never produced; do not report the zero placeholder.
-            row.args.range_id = None;
-        }
+        row.args = def.decode_args(&enter.args, None, None);
         self.apply_text(def, &enter, &mut row);
+        self.apply_role(def, &enter, &mut row);
         self.stats.incomplete_calls += 1;
         live.exited(&row);
         self.output.api.push(row);
@@ -247,6 +247,13 @@ impl Correlator {
             Role::RegisterStub | Role::RegisterFunction => {
                 if let (true, Some(name)) = (ok && handle != 0, &row.args.kernel_name) {
                     self.kernels.insert((pid, handle), name.clone());
+                    if def.role == Role::RegisterStub {
+                        let binary = enter.args[0];
+                        self.binaries
+                            .entry((pid, binary))
+                            .or_default()
+                            .push(name.clone());
+                    }
                 }
             }
             // Registration seen while tracing wins; else the name read through the handle.
@@ -256,6 +263,9 @@ impl Correlator {
                 }
             }
             Role::LaunchByStub => row.args.kernel_name = self.stub_name(pid, handle),
+            Role::LaunchByTilingKey => {
+                row.args.kernel_name = self.tiling_key_name(pid, handle, enter.args[1])
+            }
             Role::DomainCreate => {
                 if let (true, Some(name)) = (handle != 0, &row.args.message) {
                     self.mstx_domains.insert((pid, handle), name.clone());
@@ -276,6 +286,11 @@ impl Correlator {
         let name = self.symbolizer.function_at(pid, stub)?;
         self.kernels.insert((pid, stub), name.clone());
         Some(name)
+    }
+
+    fn tiling_key_name(&self, pid: u32, binary: u64, tiling_key: u64) -> Option<String> {
+        let functions = self.binaries.get(&(pid, binary))?;
+        functions.get(usize::try_from(tiling_key).ok()?).cloned()
     }
 
     fn domain_of(&self, def: &ProbeDef, row: &ApiRow) -> Option<String> {
@@ -330,8 +345,6 @@ impl Correlator {
         }
     }
 }
-
-use catalog::Ret;
 
 fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
     ApiRow {
