@@ -204,3 +204,63 @@ fn task_ids_that_wrap_join_the_right_calls() {
     );
     assert_aligned("wrap", check_tasks(&recording));
 }
+
+#[test]
+fn allocations_become_memory_rows() {
+    let recording = record(
+        "device-alloc",
+        &[],
+        &[sim_bin("npu-sim-app"), "alloc".into()],
+    );
+    let memory = recording.table("memory");
+    let api: HashMap<u64, Row> = recording
+        .table("api")
+        .into_iter()
+        .map(|r| (r["correlation_id"].as_u64().unwrap(), r))
+        .collect();
+    let calls: Vec<Value> = recording
+        .truth_api()
+        .into_iter()
+        .filter(|c| {
+            ["rtMalloc", "rtFree", "rtMallocHost", "rtFreeHost"]
+                .contains(&c["fn"].as_str().unwrap())
+        })
+        .filter(|c| c["ret"] == 0)
+        .collect();
+    assert!(!calls.is_empty());
+    assert_eq!(
+        memory.len(),
+        calls.len(),
+        "one memory row per runtime allocation call"
+    );
+    for call in &calls {
+        let allocation = call["fn"].as_str().unwrap().contains("Malloc");
+        let address = if allocation {
+            &call["args"]["out_ptr"]
+        } else {
+            call["args"].as_object().unwrap().values().next().unwrap()
+        };
+        let row = memory
+            .iter()
+            .find(|m| {
+                m["address"] == *address
+                    && m["api_name"] == call["fn"]
+                    && m["tid"] == call["tid"]
+                    && m["start_ns"].as_u64() <= call["enter_ns"].as_u64()
+                    && call["exit_ns"].as_u64() <= m["end_ns"].as_u64()
+            })
+            .unwrap_or_else(|| panic!("no memory row for {call}"));
+        assert_eq!(
+            row["operation"],
+            if allocation { "ALLOCATION" } else { "RELEASE" }
+        );
+        if allocation {
+            assert_eq!(row["bytes"], call["args"]["size"], "{call}");
+        }
+        let outer = &api[&row["correlation_id"].as_u64().unwrap()];
+        assert!(
+            outer["parent_correlation_id"].is_null(),
+            "attributed to the outermost call: {row:?}"
+        );
+    }
+}

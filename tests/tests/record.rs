@@ -92,3 +92,34 @@ fn collectives_and_faults() {
         "the faults workload returns errors the trace must show"
     );
 }
+
+#[test]
+fn print_shows_enter_and_exit_lines() {
+    let recording = record(
+        "record-print",
+        &["--print"],
+        &[sim_bin("npu-sim-app"), "alloc".into()],
+    );
+    let stdout = String::from_utf8_lossy(&recording.output.stdout);
+    let enters = stdout
+        .lines()
+        .filter(|l| l.starts_with("[ENTER] aclrtMalloc "))
+        .count();
+    let exits = stdout
+        .lines()
+        .filter(|l| {
+            l.starts_with("[EXIT]  aclrtMalloc ") && l.contains(" dur=") && l.contains(" corr=")
+        })
+        .count();
+    let calls = recording
+        .truth_api()
+        .iter()
+        .filter(|c| c["fn"] == "aclrtMalloc")
+        .count();
+    assert!(calls > 0);
+    assert_eq!(
+        (enters, exits),
+        (calls, calls),
+        "one [ENTER] and one [EXIT] line per call"
+    );
+}

@@ -34,7 +34,7 @@ use crate::{
     discovery::{self, LibraryFile},
     driver::{self, ClockReading, Devices, Driver},
     progress::{ProcessCounter, Progress, StatusLine},
-    session::{Session, clock_ns},
+    session::{ClockSample, Session, clock_ns},
     sink::{
         parquet::{ParquetSink, SinkOptions, SinkStats},
         print::Printer,
@@ -182,6 +182,45 @@ fn check_attachable(pid: u32) -> Result<()> {
 }
 
 async fn run(opts: TraceOptions) -> Result<TraceSummary> {
+    let mut probes = load_probes(&opts)?;
+    let mut child = match &opts.mode {
+        Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
+        _ => None,
+    };
+    let targets = match (&opts.mode, &child) {
+        (Mode::Attach(pids), _) => pids.clone(),
+        (_, Some(child)) => vec![child.pid()],
+        _ => Vec::new(),
+    };
+    for &pid in &targets {
+        probes.add_target(pid)?;
+    }
+    let mut attacher = attach_initial(&opts, &mut probes)?;
+
+    let host = SinkOptions::default().host;
+    let mut session = Session::start(host.clone(), opts.mode.name().into(), targets);
+    session.attached = attacher.attached().to_vec();
+    session.write(&opts.out_dir)?;
+    let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host))?;
+    let pipeline = Pipeline::start(&opts, &mut probes, &attacher, sink)?;
+    if let Some(child) = &mut child {
+        child.release()?;
+    }
+
+    let command_status = wait_for_stop(&opts, &mut probes, &mut attacher, child, &pipeline).await?;
+    let (report, decode_errors) = pipeline.stop(&mut probes).await?;
+    finish_session(&mut session, &attacher, &probes, report, decode_errors)?;
+    session.write(&opts.out_dir)?;
+    probes.close();
+    Ok(TraceSummary {
+        out_dir: opts.out_dir.clone(),
+        session,
+        command_status,
+    })
+}
+
+/// Loads the BPF programs and tells them what every catalog entry captures.
+fn load_probes(opts: &TraceOptions) -> Result<Probes> {
     let mut probes = Probes::load(opts.ringbuf_bytes)?;
     for (i, def) in CATALOG.iter().enumerate() {
         let quiet = !opts.selection.is_enabled(i as u16);
@@ -195,107 +234,107 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         fork_child_pid_offset,
         _pad: 0,
     })?;
+    Ok(probes)
+}
 
-    let mut child = match &opts.mode {
-        Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
-        _ => None,
-    };
-    let targets = match (&opts.mode, &child) {
-        (Mode::Attach(pids), _) => pids.clone(),
-        (_, Some(child)) => vec![child.pid()],
-        _ => Vec::new(),
-    };
-    for &pid in &targets {
-        probes.add_target(pid)?;
-    }
-
+/// Attaches to the libraries known before tracing starts.
+fn attach_initial(opts: &TraceOptions, probes: &mut Probes) -> Result<Attacher> {
     let mut attacher = Attacher::new(opts.selection.clone());
-    for file in initial_libraries(&opts)? {
-        attacher.attach(&mut probes, file)?;
+    for file in initial_libraries(opts)? {
+        attacher.attach(probes, file)?;
     }
     if attacher.function_count() == 0 {
         bail!(
             "no enabled function resolves in the CANN libraries found; check --domain/--function and --lib"
         );
     }
+    Ok(attacher)
+}
 
-    let host = SinkOptions::default().host;
-    let mut session = Session::start(host.clone(), opts.mode.name().into(), targets.clone());
-    session.attached = attacher.attached().to_vec();
-    session.write(&opts.out_dir)?;
-    let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host))?;
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (batch_tx, batch_rx) = mpsc::channel(CHANNEL_BATCHES);
-    let devices = Devices::default();
-    let sampler_stop = Arc::new(AtomicBool::new(false));
-    let sampler = driver_library(&attacher)
-        .and_then(Driver::open)
-        .map(|driver| {
-            driver::spawn_sampler(
-                driver,
-                devices.clone(),
-                batch_tx.clone(),
-                sampler_stop.clone(),
-            )
-        });
-    let poller = tokio::spawn(poll_ring(probes.take_events()?, batch_tx.clone(), stop_rx));
-    let progress = Arc::new(Progress::default());
-    let consumer = tokio::spawn(consume(
-        batch_rx,
-        sink,
-        opts.print,
-        devices,
-        progress.clone(),
-    ));
-    if let Some(child) = &mut child {
-        child.release()?;
-    }
-
-    let command_status = wait_for_stop(
-        &opts,
-        &mut probes,
-        &mut attacher,
-        child,
-        &batch_tx,
-        &progress,
-    )
-    .await?;
-    let _ = stop_tx.send(true);
-    let decode_errors = poller.await.context("ring-buffer poller panicked")??;
-    sampler_stop.store(true, Ordering::Relaxed);
-    if let Some(sampler) = sampler {
-        let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
-    }
-    let end = FinalState {
-        missing_tasks: probes.drain_tasks(|_| true)?,
-        drops: probes.drops()?.to_vec(),
-        now_ns: clock_ns(libc::CLOCK_MONOTONIC),
-    };
-    let _ = batch_tx.send(Input::Finish(end)).await;
-    drop(batch_tx);
-    let report = consumer.await.context("correlator task panicked")??;
-
-    session.clock_end = Some(crate::session::ClockSample::now());
+fn finish_session(
+    session: &mut Session,
+    attacher: &Attacher,
+    probes: &Probes,
+    report: ConsumeReport,
+    decode_errors: u64,
+) -> Result<()> {
+    session.clock_end = Some(ClockSample::now());
     session.complete = true;
     session.attached = attacher.attached().to_vec();
     session.set_drops(&probes.drops()?);
+    if decode_errors > 0 {
+        session.drops.insert("undecodable_records", decode_errors);
+    }
     session.correlation = report.correlation;
     session.activity = report.activity;
     session.clocks = report.clocks;
     session.rows = report.sink.rows;
     session.files = report.sink.files;
     session.bytes = report.sink.bytes;
-    if decode_errors > 0 {
-        session.drops.insert("undecodable_records", decode_errors);
+    Ok(())
+}
+
+/// The running tasks of the pipeline: ring-buffer poller, clock sampler, correlator.
+struct Pipeline {
+    stop: watch::Sender<bool>,
+    tx: mpsc::Sender<Input>,
+    poller: tokio::task::JoinHandle<Result<u64>>,
+    sampler: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
+    consumer: tokio::task::JoinHandle<Result<ConsumeReport>>,
+    progress: Arc<Progress>,
+}
+
+impl Pipeline {
+    fn start(
+        opts: &TraceOptions,
+        probes: &mut Probes,
+        attacher: &Attacher,
+        sink: ParquetSink,
+    ) -> Result<Self> {
+        let (stop, stop_rx) = watch::channel(false);
+        let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+        let devices = Devices::default();
+        let sampler = driver_library(attacher)
+            .and_then(Driver::open)
+            .map(|driver| {
+                let stop = Arc::new(AtomicBool::new(false));
+                (
+                    driver::spawn_sampler(driver, devices.clone(), tx.clone(), stop.clone()),
+                    stop,
+                )
+            });
+        let poller = tokio::spawn(poll_ring(probes.take_events()?, tx.clone(), stop_rx));
+        let progress = Arc::new(Progress::default());
+        let consumer = tokio::spawn(consume(rx, sink, opts.print, devices, progress.clone()));
+        Ok(Self {
+            stop,
+            tx,
+            poller,
+            sampler,
+            consumer,
+            progress,
+        })
     }
-    session.write(&opts.out_dir)?;
-    probes.close();
-    Ok(TraceSummary {
-        out_dir: opts.out_dir.clone(),
-        session,
-        command_status,
-    })
+
+    /// Drains the ring buffer, takes a last clock sample, hands the correlator what only
+    /// the kernel maps still know, and waits for it to write everything.
+    async fn stop(self, probes: &mut Probes) -> Result<(ConsumeReport, u64)> {
+        let _ = self.stop.send(true);
+        let decode_errors = self.poller.await.context("ring-buffer poller panicked")??;
+        if let Some((sampler, stop)) = self.sampler {
+            stop.store(true, Ordering::Relaxed);
+            let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
+        }
+        let end = FinalState {
+            missing_tasks: probes.drain_tasks(|_| true)?,
+            drops: probes.drops()?.to_vec(),
+            now_ns: clock_ns(libc::CLOCK_MONOTONIC),
+        };
+        let _ = self.tx.send(Input::Finish(end)).await;
+        drop(self.tx);
+        let report = self.consumer.await.context("correlator task panicked")??;
+        Ok((report, decode_errors))
+    }
 }
 
 /// The driver library of the traced processes, to read device clocks through.
@@ -344,10 +383,10 @@ async fn wait_for_stop(
     probes: &mut Probes,
     attacher: &mut Attacher,
     child: Option<GatedChild>,
-    tx: &mpsc::Sender<Input>,
-    progress: &Progress,
+    pipeline: &Pipeline,
 ) -> Result<Option<std::process::ExitStatus>> {
     let mut status = StatusLine::new();
+    let (tx, progress) = (&pipeline.tx, pipeline.progress.as_ref());
     let stopped = wait_loop(opts, probes, attacher, child, tx, progress, &mut status).await;
     status.finish();
     stopped
