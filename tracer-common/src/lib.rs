@@ -242,6 +242,18 @@ pub struct TaskKey {
     pub _pad: u32,
 }
 
+impl TaskKey {
+    pub const fn new(tgid: u32, device_id: u32, stream_id: u16, task_id: u16) -> Self {
+        Self {
+            tgid,
+            device_id,
+            stream_id,
+            task_id,
+            _pad: 0,
+        }
+    }
+}
+
 /// What was known when a task was submitted (value of `TASKS`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -62,13 +62,7 @@ pub fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
         ) else {
             return;
         };
-        let key = TaskKey {
-            tgid,
-            device_id,
-            stream_id,
-            task_id,
-            _pad: 0,
-        };
+        let key = TaskKey::new(tgid, device_id, stream_id, task_id);
         let info = TaskInfo {
             correlation_id,
             submit_ns: ts_ns,
@@ -111,13 +105,7 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
     else {
         return;
     };
-    let key = TaskKey {
-        tgid,
-        device_id,
-        stream_id,
-        task_id,
-        _pad: 0,
-    };
+    let key = TaskKey::new(tgid, device_id, stream_id, task_id);
     // SAFETY: map value pointer valid for this program run.
     let info = TASKS
         .get_ptr(key)

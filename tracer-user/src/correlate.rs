@@ -302,16 +302,8 @@ impl Correlator {
     fn mark(&mut self, def: &ProbeDef, row: &ApiRow) {
         let marker = MarkerRow {
             kind: "mark",
-            message: row.args.message.clone().unwrap_or_default(),
-            domain: self.domain_of(def, row),
-            pid: row.pid,
-            tid: row.tid,
-            start_ns: row.start_ns,
             end_ns: Some(row.start_ns),
-            range_id: None,
-            correlation_id: row.correlation_id,
-            stream: row.args.stream,
-            end_tid: None,
+            ..self.marker(def, row)
         };
         self.output.markers.push(marker);
     }
@@ -322,18 +314,24 @@ impl Correlator {
         };
         let marker = MarkerRow {
             kind: "range",
+            range_id: Some(id),
+            ..self.marker(def, row)
+        };
+        self.ranges.insert((row.pid, id), marker);
+    }
+
+    /// What marks and ranges take from the mstx call that made them.
+    fn marker(&self, def: &ProbeDef, row: &ApiRow) -> MarkerRow {
+        MarkerRow {
             message: row.args.message.clone().unwrap_or_default(),
             domain: self.domain_of(def, row),
             pid: row.pid,
             tid: row.tid,
             start_ns: row.start_ns,
-            end_ns: None,
-            range_id: Some(id),
             correlation_id: row.correlation_id,
             stream: row.args.stream,
-            end_tid: None,
-        };
-        self.ranges.insert((row.pid, id), marker);
+            ..Default::default()
+        }
     }
 
     fn range_end(&mut self, enter: &ApiEnter, row: &ApiRow) {
