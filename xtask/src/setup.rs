@@ -43,7 +43,18 @@ pub fn run() -> Result<()> {
     if let Toolchain::Prefix(prefix) = &toolchain {
         check_prefix(prefix)?;
     }
-    Ok(())
+    ensure_tracefs()
+}
+
+/// bpftrace (compared against in tests and benchmarks) and tracepoints need tracefs; a
+/// fresh machine may not have it mounted.
+fn ensure_tracefs() -> Result<()> {
+    const TRACEFS: &str = "/sys/kernel/tracing";
+    if Path::new(TRACEFS).join("events").is_dir() {
+        return Ok(());
+    }
+    eprintln!("setup: mounting tracefs at {TRACEFS}");
+    run_checked(Command::new("mount").args(["-t", "tracefs", "nodev", TRACEFS]))
 }
 
 fn dpkg_installed(package: &str) -> bool {
