@@ -123,3 +123,53 @@ fn print_shows_enter_and_exit_lines() {
         "one [ENTER] and one [EXIT] line per call"
     );
 }
+
+#[test]
+fn status_line_only_on_a_terminal() {
+    // Under `script` stderr is a terminal: the status line appears, then the summary.
+    let scratch = tests::scratch_dir("record-status");
+    let (dir, truth) = (scratch.join("trace"), scratch.join("truth"));
+    std::fs::create_dir_all(&truth).unwrap();
+    let inner = format!(
+        "{} record --out {} -- {} train --steps 40 --step-sleep-ms 50",
+        tests::npu_bpftrace().display(),
+        dir.display(),
+        sim_bin("npu-sim-app")
+    );
+    let output = tests::tracer_command(&truth)
+        .get_envs()
+        .fold(std::process::Command::new("script"), |mut cmd, (k, v)| {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+            cmd
+        })
+        .args(["-qec", &inner, "/dev/null"])
+        .output()
+        .expect("run script(1)");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("processes |") && text.contains("events |"),
+        "status line: {text}"
+    );
+    assert!(text.contains(" calls, "), "final summary: {text}");
+
+    // Without a terminal, only the summary line.
+    let quiet = record(
+        "record-status-quiet",
+        &[],
+        &[sim_bin("npu-sim-app"), "alloc".into()],
+    );
+    let stderr = String::from_utf8_lossy(&quiet.output.stderr);
+    assert!(!stderr.contains("processes |"), "{stderr}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("npu-bpftrace: "))
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
