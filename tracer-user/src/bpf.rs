@@ -20,7 +20,7 @@ const EXIT_PROGRAM: &str = "api_exit";
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Default ring-buffer size; a power of two multiple of the page size.
-pub const DEFAULT_RINGBUF_BYTES: u32 = 16 << 20;
+pub const DEFAULT_RINGBUF_BYTES: u32 = 8 << 20;
 
 /// The loaded BPF programs and maps of one tracing session.
 pub struct Probes {
