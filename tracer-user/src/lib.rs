@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod agent;
 pub mod attach;
+pub mod bench;
 pub mod bpf;
 pub mod catalog;
 pub mod clock;

@@ -1,9 +1,10 @@
-//! Developer tasks: `cargo xtask demo | setup | sim | test`.
+//! Developer tasks: `cargo xtask bench | demo | setup | sim | test`.
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod demo;
 mod setup;
 mod sim;
@@ -17,6 +18,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
+    /// Measure tracing overhead, agent throughput, memory and output size (needs root);
+    /// writes target/bench/results.json (see docs/bench.md).
+    Bench {
+        /// A short run (a few minutes): one round, shorter phases.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Trace a simulated 2-rank training run and print its report (needs root).
     ///
     /// Sets up the toolchain when missing, builds npu-bpftrace, installs the NPU simulator, records
@@ -41,6 +49,7 @@ enum Task {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
+        Task::Bench { quick } => bench::run(quick),
         Task::Demo => demo::run(),
         Task::Setup => setup::run(),
         Task::Sim { dest } => sim::install(&dest.unwrap_or_else(default_sim_dir)),
