@@ -16,6 +16,7 @@ use tracer_common::{
 
 use crate::maps::{
     EVENTS, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
+    submit_flags,
 };
 use crate::tasks;
 
@@ -137,7 +138,7 @@ fn on_enter(ctx: &ProbeContext) {
         (*rec).text_len = read_text(text_ptr(&args, &spec), &mut (*rec).text);
         (*rec)._pad = 0;
     }
-    entry.submit(0);
+    entry.submit(submit_flags());
 }
 
 /// The integer arguments. Constant indices only: the verifier rejects context reads at
@@ -242,7 +243,7 @@ fn on_exit(ctx: &RetProbeContext) {
         flags,
         _pad: 0,
     });
-    entry.submit(0);
+    entry.submit(submit_flags());
 }
 
 /// Pops the frame of `probe`. Frames above it (calls whose return was never seen, e.g.

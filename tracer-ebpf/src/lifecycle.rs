@@ -4,7 +4,7 @@
 use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::tracepoint, programs::TracePointContext};
 use tracer_common::{DropKind, RecordHeader, RecordKind};
 
-use crate::maps::{EVENTS, TARGETS, THREADS, config, count_drop, current_ids};
+use crate::maps::{EVENTS, TARGETS, THREADS, config, count_drop, current_ids, submit_flags};
 
 #[tracepoint]
 pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
@@ -24,7 +24,10 @@ pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
         _pad: 0,
         ts_ns,
     };
-    if EVENTS.output::<RecordHeader>(header, 0).is_err() {
+    if EVENTS
+        .output::<RecordHeader>(header, submit_flags())
+        .is_err()
+    {
         count_drop(DropKind::ThreadExit);
     }
     0

@@ -1,5 +1,6 @@
 //! BPF maps shared with the agent, and helpers that wrap their use.
 use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
@@ -43,6 +44,21 @@ pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DropKind::COU
 /// Per-CPU sequence behind correlation ids.
 #[map]
 static SEQ: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Unread bytes past which a submit wakes the agent. Below it, records wait for the agent's
+/// periodic poll: a wakeup per record is an interrupt per traced call, which on a VM costs
+/// more than the probe's own work.
+const WAKEUP_BYTES: u64 = 256 * 1024;
+
+/// Flags for submitting a record to [`EVENTS`]: wake the agent only when data piles up.
+#[inline(always)]
+pub fn submit_flags() -> u64 {
+    if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) >= WAKEUP_BYTES {
+        u64::from(BPF_RB_FORCE_WAKEUP)
+    } else {
+        u64::from(BPF_RB_NO_WAKEUP)
+    }
+}
 
 /// The current task as (tgid, tid).
 #[inline(always)]

@@ -11,7 +11,7 @@ use tracer_common::{
 
 use crate::{
     api::header,
-    maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop},
+    maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, submit_flags},
 };
 
 #[inline(always)]
@@ -128,5 +128,5 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
         sqe_type: read::<u8>(cqe, l.cqe_sqe_type).unwrap_or(0),
         _pad: [0; 3],
     });
-    entry.submit(0);
+    entry.submit(submit_flags());
 }

@@ -104,6 +104,8 @@ impl From<ClockReading> for Input {
 const CHANNEL_BATCHES: usize = 32;
 /// Upper bound of records per batch, so the correlator sees data while a burst lasts.
 const BATCH_RECORDS: usize = 2048;
+/// How often the ring buffer is drained when the BPF side has not woken the poller.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How often rows become durable Parquet files and processes are rescanned.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -492,30 +494,45 @@ async fn poll_ring(
     // SAFETY: the ring buffer owns its fd and outlives the registration (both move here).
     let mut fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
         .map_err(|e| anyhow::anyhow!("registering the ring buffer with tokio: {e}"))?;
+    // The BPF side wakes us only once data piles up; small amounts wait for this tick.
+    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut decode_errors = 0;
     loop {
         tokio::select! {
             guard = fd.readable_mut() => {
                 let mut guard = guard?;
-                loop {
-                    let batch = drain(guard.get_inner_mut(), &mut decode_errors);
-                    let full = batch.len() == BATCH_RECORDS;
-                    if !batch.is_empty() && tx.send(Input::Records(batch)).await.is_err() {
-                        return Ok(decode_errors);
-                    }
-                    if !full {
-                        break;
-                    }
+                if !forward_all(guard.get_inner_mut(), &tx, &mut decode_errors).await {
+                    return Ok(decode_errors);
                 }
                 guard.clear_ready();
+            }
+            _ = tick.tick() => {
+                if !forward_all(fd.get_mut(), &tx, &mut decode_errors).await {
+                    return Ok(decode_errors);
+                }
             }
             _ = stop.changed() => break,
         }
     }
+    forward_all(fd.get_mut(), &tx, &mut decode_errors).await;
+    Ok(decode_errors)
+}
+
+/// Sends everything the ring buffer holds, in batches; false once nobody listens.
+async fn forward_all(
+    ring: &mut RingBuf<MapData>,
+    tx: &mpsc::Sender<Input>,
+    decode_errors: &mut u64,
+) -> bool {
     loop {
-        let batch = drain(fd.get_mut(), &mut decode_errors);
-        if batch.is_empty() || tx.send(Input::Records(batch)).await.is_err() {
-            return Ok(decode_errors);
+        let batch = drain(ring, decode_errors);
+        let full = batch.len() == BATCH_RECORDS;
+        if !batch.is_empty() && tx.send(Input::Records(batch)).await.is_err() {
+            return false;
+        }
+        if !full {
+            return true;
         }
     }
 }
