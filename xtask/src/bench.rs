@@ -726,6 +726,12 @@ fn sustained(
                 .parse::<f64>()
                 .ok()
         });
+    // The agent's CPU while the burst ran (attaching, which may wait for other sessions'
+    // uprobe releases, and the final flush are outside it); its whole life if unknown.
+    let share = match (usage.window_cpu_s, usage.window_s) {
+        (Some(cpu), Some(wall)) if wall > 0.0 => cpu / wall,
+        _ => usage.self_cpu_s / usage.wall_s.max(1e-9),
+    };
     let drops: u64 = session["drops"]
         .as_object()
         .map_or(0, |d| d.values().filter_map(Value::as_u64).sum());
@@ -739,7 +745,10 @@ fn sustained(
         "drops_by_kind": session["drops"],
         "agent_wall_seconds": usage.wall_s,
         "agent_cpu_seconds": usage.self_cpu_s,
-        "agent_cpu_share": usage.self_cpu_s / usage.wall_s.max(1e-9),
+        "agent_cpu_share": share,
+        "traced_window_seconds": usage.window_s,
+        "agent_startup_seconds": usage.startup_s,
+        "agent_cpu_seconds_in_window": usage.window_cpu_s,
         "agent_cpu_us_per_api_row": usage.self_cpu_s * 1e6 / (api_rows.max(1) as f64),
         "agent_peak_rss_bytes": usage.peak_rss_bytes,
         "agent_rss_anon_bytes_at_peak": usage.rss_anon_bytes,
@@ -754,7 +763,7 @@ fn sustained(
     println!(
         "   {} launches/s traced, {drops} drops, agent CPU {:.0}% of one core, peak RSS {:.1} MiB, {api_rows} api rows",
         launches_per_sec.map_or("?".into(), |r| format!("{r:.0}")),
-        usage.self_cpu_s / usage.wall_s.max(1e-9) * 100.0,
+        share * 100.0,
         usage.peak_rss_bytes as f64 / (1 << 20) as f64,
     );
     remove_tables(&out.join("trace"));

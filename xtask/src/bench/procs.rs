@@ -34,6 +34,51 @@ pub struct Usage {
     pub max_rss_with_children_bytes: u64,
     /// Another tracer (not this process) ran at some point while this one did.
     pub foreign_tracer_seen: bool,
+    /// The traced window: from when the process's child left the `npu-bpftrace record`
+    /// gate (its `sh` exec'd the command, so the probes were attached) until that child
+    /// exited. None when no such child was seen.
+    pub window_s: Option<f64>,
+    /// utime + stime of the process itself during that window.
+    pub window_cpu_s: Option<f64>,
+    /// From the start of the process to the start of the window: loading and attaching.
+    pub startup_s: Option<f64>,
+}
+
+/// Tracks the traced window of a `record` agent through /proc/PID/task/PID/children.
+#[derive(Default)]
+struct Window {
+    child: Option<u32>,
+    start: Option<(Instant, f64)>,
+    end: Option<(Instant, f64)>,
+}
+
+impl Window {
+    fn observe(&mut self, pid: i32, tick: f64) {
+        if self.end.is_some() {
+            return;
+        }
+        let children =
+            fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        let children: Vec<u32> = children
+            .split_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .collect();
+        let cpu = || own_ticks(pid).map(|t| t as f64 / tick);
+        match (self.child, self.start) {
+            (None, _) => self.child = children.first().copied(),
+            (Some(child), None) => {
+                let comm = fs::read_to_string(format!("/proc/{child}/comm")).unwrap_or_default();
+                if !comm.is_empty() && comm.trim() != "sh" {
+                    self.start = cpu().map(|c| (Instant::now(), c));
+                }
+            }
+            (Some(child), Some(_)) => {
+                if !children.contains(&child) {
+                    self.end = cpu().map(|c| (Instant::now(), c));
+                }
+            }
+        }
+    }
 }
 
 /// Runs `cmd` to completion, sampling /proc/PID every 10 ms.
@@ -48,7 +93,9 @@ pub fn run_monitored(cmd: &mut Command) -> Result<Usage> {
     let mut children_cpu_s = 0.0;
     let mut largest_rss = 0;
     let mut last_scan = Instant::now() - Duration::from_secs(1);
+    let mut window = Window::default();
     loop {
+        window.observe(pid, tick);
         if let Some((cutime, cstime)) = children_ticks(pid) {
             children_cpu_s = (cutime + cstime) as f64 / tick;
         }
@@ -77,6 +124,11 @@ pub fn run_monitored(cmd: &mut Command) -> Result<Usage> {
             usage.total_cpu_s = timeval_s(ru.ru_utime) + timeval_s(ru.ru_stime);
             usage.self_cpu_s = (usage.total_cpu_s - children_cpu_s).max(0.0);
             usage.max_rss_with_children_bytes = ru.ru_maxrss as u64 * 1024;
+            usage.startup_s = window.start.map(|(t0, _)| (t0 - start).as_secs_f64());
+            if let (Some((t0, c0)), Some((t1, c1))) = (window.start, window.end) {
+                usage.window_s = Some((t1 - t0).as_secs_f64());
+                usage.window_cpu_s = Some((c1 - c0).max(0.0));
+            }
             // The Child handle was reaped here, not through std.
             std::mem::forget(child);
             return Ok(usage);
@@ -109,6 +161,14 @@ fn children_ticks(pid: i32) -> Option<(u64, u64)> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // `rest` starts at field 3 (state), so field n is at index n - 3.
     Some((fields.get(13)?.parse().ok()?, fields.get(14)?.parse().ok()?))
+}
+
+/// utime and stime (fields 14 and 15 of /proc/PID/stat), in clock ticks.
+fn own_ticks(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
 /// A `kB` field of /proc/PID/status.
