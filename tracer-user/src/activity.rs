@@ -17,8 +17,9 @@ use crate::{
 };
 
 /// Completions wait this long (in trace time) before their device times are converted,
-/// so the clock model has seen the constraints around them.
-const HOLD_NS: u64 = 2_000_000_000;
+/// so the clock model has seen the constraints around them (the agent samples device
+/// clocks every 100 ms); longer only costs memory at high task rates.
+const HOLD_NS: u64 = 300_000_000;
 /// An API call's task context is dropped this long after the call returned.
 const CONTEXT_TTL_NS: u64 = 30_000_000_000;
 

@@ -187,23 +187,39 @@ impl Probes {
     }
 }
 
-/// Forks a grandchild that holds copies of every fd (the BPF links among them), closes
-/// them all and exits; the caller's own closes then only drop references.
+/// Forks a grandchild that holds copies of every fd (the BPF links among them) until this
+/// process has exited, then closes them, so the kernel's slow releases happen there.
+/// The grandchild gives up stdin/stdout/stderr at once: whoever reads our output must see
+/// it end when we exit.
 fn release_in_background() {
+    let mut pipe = [0; 2];
+    // SAFETY: valid pointer to two ints.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    let [read_end, write_end] = pipe;
     // SAFETY: between fork and _exit the children call only async-signal-safe syscalls.
     unsafe {
         let child = libc::fork();
         if child == 0 {
             if libc::fork() == 0 {
+                libc::close(write_end);
+                for fd in 0..3 {
+                    libc::close(fd);
+                }
+                // Returns when the last write end closes: when this process has exited.
+                let mut byte = 0u8;
+                libc::read(read_end, (&raw mut byte).cast(), 1);
                 libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
-                libc::_exit(0);
             }
             libc::_exit(0);
         }
+        libc::close(read_end);
         if child > 0 {
             libc::waitpid(child, std::ptr::null_mut(), 0);
         }
     }
+    // `write_end` stays open until exit on purpose.
 }
 
 fn map<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::maps::Map> {

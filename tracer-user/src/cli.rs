@@ -197,8 +197,8 @@ fn probes(pid: Option<u32>) -> Result<ExitCode> {
         }
         None => None,
     };
-    println!(
-        "{:<30} {:<8} {:<20} {:<14} where",
+    let mut out = format!(
+        "{:<30} {:<8} {:<20} {:<14} where\n",
         "function", "domain", "library", "mspti"
     );
     for def in CATALOG {
@@ -221,14 +221,16 @@ fn probes(pid: Option<u32>) -> Result<ExitCode> {
                 })
                 .unwrap_or_else(|| "not found".to_string()),
         };
-        println!(
-            "{:<30} {:<8} {:<20} {:<14} {place}{default}",
+        out += &format!(
+            "{:<30} {:<8} {:<20} {:<14} {place}{default}\n",
             def.symbol,
             def.domain.name(),
             def.library.file_name(),
             mspti
         );
     }
+    // A closed pipe (`| head`) is the reader's choice, not an error.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
     Ok(ExitCode::SUCCESS)
 }
 
