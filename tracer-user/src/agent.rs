@@ -605,23 +605,8 @@ async fn consume(
 }
 
 fn write(sink: &mut ParquetSink, output: Output, progress: &Progress) -> Result<()> {
-    let Output {
-        api,
-        markers,
-        activity: a,
-    } = output;
-    progress.add_rows(
-        (api.len() + markers.len() + a.kernels.len() + a.memcpys.len() + a.memsets.len()) as u64
-            + (a.hccl.len() + a.memory.len() + a.critical.len()) as u64,
-    );
-    sink.write_api(&api)?;
-    sink.write_markers(&markers)?;
-    sink.write_kernels(&a.kernels)?;
-    sink.write_memcpys(&a.memcpys)?;
-    sink.write_memsets(&a.memsets)?;
-    sink.write_hccl(&a.hccl)?;
-    sink.write_memory(&a.memory)?;
-    sink.write_critical_events(&a.critical)
+    progress.add_rows(output.len() as u64);
+    sink.write_output(output)
 }
 
 /// A command started stopped at a gate, so probes are attached before it runs its first

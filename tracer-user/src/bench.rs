@@ -30,7 +30,7 @@ use tracer_common::{
 
 use crate::{
     catalog,
-    correlate::{Correlator, FinalState, Output},
+    correlate::{Correlator, FinalState},
     decode::{Record, decode},
     driver::ClockReading,
     session::clock_ns,
@@ -157,7 +157,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         }
         let output = correlator.take_output();
         let t2 = thread_cpu_ns();
-        write(&mut sink, output)?;
+        sink.write_output(output)?;
         if flush {
             sink.flush()?;
         }
@@ -181,7 +181,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         now_ns: generator.now,
     };
     correlator.finish(&mut (), &end);
-    write(&mut sink, correlator.take_output())?;
+    sink.write_output(correlator.take_output())?;
     let stats = sink.finish()?;
     stages.finish += thread_cpu_ns() - cpu0;
     wall_ns += wall0.elapsed().as_nanos() as u64;
@@ -211,23 +211,6 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         ]),
         exits_without_enter: correlator.stats().exits_without_enter,
     })
-}
-
-/// As `agent::write`: every table's new rows to the sink.
-fn write(sink: &mut ParquetSink, output: Output) -> Result<()> {
-    let Output {
-        api,
-        markers,
-        activity: a,
-    } = output;
-    sink.write_api(&api)?;
-    sink.write_markers(&markers)?;
-    sink.write_kernels(&a.kernels)?;
-    sink.write_memcpys(&a.memcpys)?;
-    sink.write_memsets(&a.memsets)?;
-    sink.write_hccl(&a.hccl)?;
-    sink.write_memory(&a.memory)?;
-    sink.write_critical_events(&a.critical)
 }
 
 fn peak_rss_bytes() -> u64 {

@@ -24,6 +24,25 @@ pub struct Output {
     pub activity: ActivityOutput,
 }
 
+impl Output {
+    /// Rows over all tables.
+    pub fn len(&self) -> usize {
+        let a = &self.activity;
+        self.api.len()
+            + self.markers.len()
+            + a.kernels.len()
+            + a.memcpys.len()
+            + a.memsets.len()
+            + a.hccl.len()
+            + a.memory.len()
+            + a.critical.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What only the end of tracing knows.
 #[derive(Debug, Default)]
 pub struct FinalState {

@@ -25,6 +25,7 @@ use super::tables::{
     self, ApiTable, Column, ColumnEncoding, CriticalEventTable, HcclTable, KernelTable,
     MarkerTable, MemcpyTable, MemoryTable, MemsetTable, Table,
 };
+use crate::correlate::Output;
 use crate::records::{
     ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
 };
@@ -113,6 +114,23 @@ impl ParquetSink {
             memory: TableWriter::create(dir, &opts)?,
             critical_event: TableWriter::create(dir, &opts)?,
         })
+    }
+
+    /// Every table's rows of one correlator output.
+    pub fn write_output(&mut self, output: Output) -> Result<()> {
+        let Output {
+            api,
+            markers,
+            activity: a,
+        } = output;
+        self.write_api(&api)?;
+        self.write_markers(&markers)?;
+        self.write_kernels(&a.kernels)?;
+        self.write_memcpys(&a.memcpys)?;
+        self.write_memsets(&a.memsets)?;
+        self.write_hccl(&a.hccl)?;
+        self.write_memory(&a.memory)?;
+        self.write_critical_events(&a.critical)
     }
 
     pub fn write_api(&mut self, rows: &[ApiRow]) -> Result<()> {
