@@ -6,7 +6,7 @@ use std::ffi::{CString, c_void};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use npu_sim_app::*;
 
@@ -78,7 +78,6 @@ fn bpftrace_uprobe_counts_equal_truth() {
             ) -> i32,
         >(f)
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
     'wait: loop {
         // SAFETY: see above.
         assert_eq!(
@@ -100,7 +99,9 @@ fn bpftrace_uprobe_counts_equal_truth() {
                 break 'wait;
             }
         }
-        if Instant::now() > deadline || bt.try_wait().unwrap().is_some() {
+        // No deadline: attaching takes as long as it takes on a loaded machine, and a bpftrace
+        // that cannot attach exits, which ends the wait.
+        if bt.try_wait().unwrap().is_some() {
             let mut err = String::new();
             let _ = bt.stderr.take().unwrap().read_to_string(&mut err);
             panic!("bpftrace did not attach: {err}");

@@ -62,7 +62,8 @@ fn device_clock_follows_env_settings() {
         (t * i128::from(freq) * (1_000_000_000 + (drift * 1000.0) as i128)
             / 1_000_000_000_000_000_000) as i64
     };
-    let mut samples = Vec::new();
+    // Each reading lies between the model's counts at host times taken just before and just
+    // after it: exact, whatever the scheduling delays. Readings far apart check the drift.
     for _ in 0..5 {
         let before = monotonic_ns();
         let (rc, cnt) = info(0, 13);
@@ -74,11 +75,6 @@ fn device_clock_follows_env_settings() {
             expect(before),
             expect(after)
         );
-        samples.push((after, cnt));
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // Rate: counts per host second = freq * (1 + drift), within sampling jitter.
-    let ((t0, c0), (t1, c1)) = (samples[0], samples[4]);
-    let rate = (c1 - c0) as f64 / ((t1 - t0) as f64 / 1e9);
-    assert!((rate / freq as f64 - 1.0).abs() < 0.01, "rate {rate}");
 }

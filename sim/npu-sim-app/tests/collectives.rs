@@ -1,7 +1,5 @@
 //! HCCL across rank processes: results (checked by the workload itself, which exits non-zero
 //! on a wrong value), chunked transfers, and collectives waiting for the slowest rank.
-use std::collections::BTreeMap;
-
 use npu_sim_app::*;
 
 fn collectives(nproc: &str, count: &str) {
@@ -61,23 +59,22 @@ fn a_collective_waits_for_the_straggler() {
     let truth = read_truth(&dir);
     // The k-th allreduce of every rank: none ends before the last one started.
     let mut per_rank: Vec<Vec<(u64, u64)>> = Vec::new();
-    let mut durations = BTreeMap::new();
     for lines in truth.values() {
         let hccl: Vec<_> = of_type(lines, "task")
             .into_iter()
             .filter(|t| t["kind"] == "HCCL")
             .collect();
-        let rank = if lines.iter().any(|l| l["fn"] == "HcclGetRootInfo") {
-            0
-        } else {
-            1
-        };
-        durations.insert(
-            rank,
-            hccl.iter()
-                .map(|t| u(t, "end_ns") - u(t, "start_ns"))
-                .collect::<Vec<_>>(),
-        );
+        let straggler = !lines.iter().any(|l| l["fn"] == "HcclGetRootInfo");
+        if straggler {
+            // Rank 1's device idles 40 ms before each collective starts: a lower bound that
+            // holds however loaded the machine is.
+            for t in &hccl {
+                assert!(
+                    u(t, "start_ns") >= u(t, "submit_ns") + 40_000_000,
+                    "straggler started early: {t}"
+                );
+            }
+        }
         per_rank.push(
             hccl.iter()
                 .map(|t| (u(t, "start_ns"), u(t, "end_ns")))
@@ -92,10 +89,5 @@ fn a_collective_waits_for_the_straggler() {
             "collective {k} ended before the last rank arrived"
         );
     }
-    // Rank 0 arrives on time and waits about 40 ms for rank 1 each time.
-    assert!(
-        durations[&0].iter().all(|d| *d >= 30_000_000),
-        "rank 0 waited: {durations:?}"
-    );
     let _ = std::fs::remove_dir_all(&dir);
 }

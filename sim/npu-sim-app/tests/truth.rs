@@ -1,14 +1,12 @@
 //! Ground truth: complete and consistent for every workload, and every exported function is
 //! both a dynamic symbol of its library and reached by the workloads.
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 use npu_sim_app::*;
 
 #[test]
-fn two_rank_train_is_quick_and_writes_consistent_truth() {
+fn two_rank_train_writes_consistent_truth() {
     let dir = scratch_dir("train2");
-    let start = Instant::now();
     run_ok(sim_command("npu-sim-run", &dir).args([
         "--nproc",
         "2",
@@ -18,8 +16,6 @@ fn two_rank_train_is_quick_and_writes_consistent_truth() {
         "--steps",
         "5",
     ]));
-    let took = start.elapsed();
-    assert!(took < Duration::from_secs(10), "2-rank train took {took:?}");
     let truth = read_truth(&dir);
     assert_eq!(truth.len(), 2, "one truth file per rank");
     for lines in truth.values() {

@@ -14,19 +14,9 @@ use npu_sim_common::abi::{Cqe, Sqe, sqe_off, sqe_type};
 use npu_sim_common::time::monotonic_ns;
 
 use crate::config::{self, Config};
-use crate::exec::{self, Outcome};
+use crate::exec;
+use crate::task::{Outcome, Task};
 use crate::truth;
-
-/// A queued task and where it came from.
-pub struct Task {
-    pub sqe: Sqe,
-    pub sq_id: u32,
-    pub submit_ns: u64,
-    /// Submitting thread.
-    pub tid: u32,
-    /// Outermost API call in progress on the submitting thread: (name, enter_ns).
-    pub api: Option<Arc<(String, u64)>>,
-}
 
 #[derive(Default)]
 struct Sq {
@@ -84,7 +74,7 @@ impl Device {
             space: Condvar::new(),
             cq_ready: Condvar::new(),
         }));
-        truth::clock_line(dev);
+        truth::clock_line(id, cfg);
         for core in 0..cfg.cores {
             std::thread::Builder::new()
                 .name(format!("npu-sim-dev{id}-core{core}"))
@@ -204,7 +194,7 @@ impl Device {
                 task
             };
             self.space.notify_all();
-            let outcome = exec::run(self, &task);
+            let outcome = exec::run(self.cfg, &task);
             self.complete(task, outcome);
         }
     }
@@ -214,7 +204,7 @@ impl Device {
     fn complete(&self, task: Task, outcome: Outcome) {
         let mut done = vec![(task, outcome)];
         while let Some((task, outcome)) = done.pop() {
-            truth::task_line(self, &task, &outcome);
+            truth::task_line(self.id, self.cfg, &task, &outcome);
             let clock = &self.cfg.clock;
             let mut st = self.lock();
             let sq_head = st.sqs.get(&task.sq_id).map_or(0, |sq| sq.head);

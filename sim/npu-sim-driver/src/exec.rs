@@ -1,40 +1,19 @@
 //! Executing one task on a core: doing its work (copies really copy, memsets really set,
 //! collectives run libhccl's exchange) and holding the core for the modelled duration.
 use std::collections::HashMap;
-use std::ffi::{CStr, c_char};
 use std::sync::Mutex;
 
-use npu_sim_common::abi::{self, Sqe, sqe_off, sqe_type};
+use npu_sim_common::abi::{self, sqe_off, sqe_type};
 use npu_sim_common::time::monotonic_ns;
 
 use crate::config::Config;
 use crate::cost;
-use crate::device::{Device, Task};
-
-pub struct Outcome {
-    /// CQE error code (0 = success).
-    pub status: u32,
-    pub error_type: u8,
-    pub start_ns: u64,
-    pub end_ns: u64,
-}
-
-impl Outcome {
-    pub fn ok(start_ns: u64, end_ns: u64) -> Outcome {
-        Outcome {
-            status: 0,
-            error_type: abi::CQE_ERROR_TYPE_NONE,
-            start_ns,
-            end_ns,
-        }
-    }
-}
+use crate::task::{Outcome, Task, name_of};
 
 /// The device-side function libhccl puts in an HCCL SQE: runs the exchange, returns a CQE error.
 type HcclExec = unsafe extern "C" fn(ctx: u64) -> u32;
 
-pub fn run(dev: &Device, task: &Task) -> Outcome {
-    let cfg = dev.cfg;
+pub fn run(cfg: &Config, task: &Task) -> Outcome {
     let sqe = &task.sqe;
     if sqe.ty() == sqe_type::HCCL && cfg.straggler_ms > 0 {
         // A straggler's device is late to every collective: idle time before the task starts.
@@ -105,16 +84,6 @@ pub fn run(dev: &Device, task: &Task) -> Outcome {
         start_ns,
         end_ns: monotonic_ns(),
     }
-}
-
-/// The NUL-terminated name an SQE points to at `off` ("" if none).
-pub fn name_of(sqe: &Sqe, off: usize) -> String {
-    let p = sqe.u64_at(off) as *const c_char;
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: the runtime and libhccl only put pointers to immortal C strings in SQEs.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 /// Whether this launch of `name` is one `NPU_SIM_FAULT_KERNEL` makes fail.

@@ -8,6 +8,7 @@ mod config;
 mod cost;
 mod device;
 mod exec;
+mod task;
 mod truth;
 
 use std::time::Duration;

@@ -4,19 +4,19 @@ use npu_sim_common::core;
 use npu_sim_common::json::Obj;
 use npu_sim_common::time::pid;
 
-use crate::device::{Device, Task};
-use crate::exec::{Outcome, name_of};
+use crate::config::Config;
+use crate::task::{Outcome, Task, name_of};
 
-pub fn clock_line(dev: &Device) {
+pub fn clock_line(device: u32, cfg: &Config) {
     if core::truth().is_none() {
         return;
     }
-    let c = dev.cfg.clock;
+    let c = cfg.clock;
     let mut line = String::with_capacity(160);
     let mut o = Obj::begin(&mut line);
     o.str("type", "clock")
         .u64("pid", pid().into())
-        .u64("device", dev.id.into());
+        .u64("device", device.into());
     o.u64("freq_hz", c.freq_hz)
         .i64("offset_ns", c.offset_ns)
         .f64("drift_ppm", c.drift_ppm);
@@ -35,7 +35,7 @@ fn copy_name(kind: u32) -> &'static str {
     }
 }
 
-pub fn task_line(dev: &Device, task: &Task, out: &Outcome) {
+pub fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
     if core::truth().is_none() {
         return;
     }
@@ -45,7 +45,7 @@ pub fn task_line(dev: &Device, task: &Task, out: &Outcome) {
     let mut o = Obj::begin(&mut line);
     o.str("type", "task")
         .u64("pid", pid().into())
-        .u64("device", dev.id.into());
+        .u64("device", device.into());
     o.u64("stream", sqe.stream_id().into())
         .u64("task", sqe.task_id().into())
         .u64("sq", task.sq_id.into());
@@ -103,7 +103,7 @@ pub fn task_line(dev: &Device, task: &Task, out: &Outcome) {
         }
         _ => {}
     }
-    let c = dev.cfg.clock;
+    let c = cfg.clock;
     o.u64("start_cnt", c.cnt_at(out.start_ns))
         .u64("end_cnt", c.cnt_at(out.end_ns));
     o.u64("start_ns", out.start_ns)

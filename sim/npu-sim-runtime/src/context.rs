@@ -114,23 +114,23 @@ pub fn set_device(dev: i32) -> Result<(), i32> {
 }
 
 /// Drops one reference; the last one drains and destroys the device's streams and stops its
-/// report thread.
-pub fn reset_device(dev: i32) -> Result<(), i32> {
+/// report thread. Returns the destroyed streams, whose application handles the caller must
+/// invalidate (handles are not this module's business).
+pub fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
     let dev = check_device(dev)?;
     let streams: Vec<Arc<Stream>> = {
         let mut st = dev_state(dev);
         if st.refs == 0 {
-            return Ok(());
+            return Ok(Vec::new());
         }
         st.refs -= 1;
         if st.refs > 0 {
-            return Ok(());
+            return Ok(Vec::new());
         }
         st.streams.values().cloned().collect()
     };
     for s in &streams {
         s.synchronize();
-        crate::handles::forget_stream(s);
     }
     let mut st = dev_state(dev);
     st.streams.clear();
@@ -144,7 +144,7 @@ pub fn reset_device(dev: i32) -> Result<(), i32> {
     });
     let _ =
         PROCESS_DEVICE.compare_exchange(i64::from(dev), -1, Ordering::Relaxed, Ordering::Relaxed);
-    Ok(())
+    Ok(streams)
 }
 
 /// The default stream of the current device.

@@ -74,7 +74,11 @@ pub unsafe extern "C" fn rtDeviceReset(devId: i32) -> i32 {
         LIB,
         "rtDeviceReset",
         || {
-            let r = rc(context::reset_device(devId));
+            let r = rc(context::reset_device(devId).map(|streams| {
+                for s in &streams {
+                    handles::forget_stream(s);
+                }
+            }));
             npu_sim_common::core::flush_truth();
             r
         },

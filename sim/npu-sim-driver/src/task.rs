@@ -1,0 +1,47 @@
+//! A device task as the device model passes it around: the queued SQE with where it came from,
+//! and the outcome of executing it. Shared by the scheduler (`device`), the executor (`exec`)
+//! and the ground truth (`truth`), none of which needs the others for it.
+use std::ffi::{CStr, c_char};
+use std::sync::Arc;
+
+use npu_sim_common::abi::{self, Sqe};
+
+/// A queued task and where it came from.
+pub struct Task {
+    pub sqe: Sqe,
+    pub sq_id: u32,
+    pub submit_ns: u64,
+    /// Submitting thread.
+    pub tid: u32,
+    /// Outermost API call in progress on the submitting thread: (name, enter_ns).
+    pub api: Option<Arc<(String, u64)>>,
+}
+
+pub struct Outcome {
+    /// CQE error code (0 = success).
+    pub status: u32,
+    pub error_type: u8,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl Outcome {
+    pub fn ok(start_ns: u64, end_ns: u64) -> Outcome {
+        Outcome {
+            status: 0,
+            error_type: abi::CQE_ERROR_TYPE_NONE,
+            start_ns,
+            end_ns,
+        }
+    }
+}
+
+/// The NUL-terminated name an SQE points to at `off` ("" if none).
+pub fn name_of(sqe: &Sqe, off: usize) -> String {
+    let p = sqe.u64_at(off) as *const c_char;
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: the runtime and libhccl only put pointers to immortal C strings in SQEs.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
