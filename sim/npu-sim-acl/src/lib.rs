@@ -26,6 +26,7 @@ fn rt() -> &'static Rt {
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
+// SAFETY: the C caller's contract: `configPath` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> i32 {
     api(
@@ -38,6 +39,7 @@ pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> i32 {
                 abi::ACL_SUCCESS
             }
         },
+        // SAFETY: `configPath` is null or a NUL-terminated path, per the prototype.
         |a| unsafe {
             a.cstr("configPath", configPath);
         },
@@ -45,7 +47,7 @@ pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> i32 {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclFinalize() -> i32 {
+pub extern "C" fn aclFinalize() -> i32 {
     api(
         LIB,
         "aclFinalize",
@@ -63,10 +65,11 @@ pub unsafe extern "C" fn aclFinalize() -> i32 {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtSetDevice(deviceId: i32) -> i32 {
+pub extern "C" fn aclrtSetDevice(deviceId: i32) -> i32 {
     api(
         LIB,
         "aclrtSetDevice",
+        // SAFETY: forwards the caller's arguments to rtSetDevice, which has this function's contract.
         || unsafe { (rt().rtSetDevice)(deviceId) },
         |a| {
             a.i64("deviceId", deviceId.into());
@@ -75,10 +78,11 @@ pub unsafe extern "C" fn aclrtSetDevice(deviceId: i32) -> i32 {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtResetDevice(deviceId: i32) -> i32 {
+pub extern "C" fn aclrtResetDevice(deviceId: i32) -> i32 {
     api(
         LIB,
         "aclrtResetDevice",
+        // SAFETY: forwards the caller's arguments to rtDeviceReset, which has this function's contract.
         || unsafe { (rt().rtDeviceReset)(deviceId) },
         |a| {
             a.i64("deviceId", deviceId.into());
@@ -86,11 +90,14 @@ pub unsafe extern "C" fn aclrtResetDevice(deviceId: i32) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `deviceId` is null or valid for what the prototype says it
+// points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> i32 {
     api(
         LIB,
         "aclrtGetDevice",
+        // SAFETY: forwards the caller's arguments to rtGetDevice, which has this function's contract.
         || unsafe { (rt().rtGetDevice)(deviceId) },
         |a| {
             a.u64("deviceId", deviceId as u64);
@@ -99,33 +106,40 @@ pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> i32 {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtSynchronizeDevice() -> i32 {
+pub extern "C" fn aclrtSynchronizeDevice() -> i32 {
     api(
         LIB,
         "aclrtSynchronizeDevice",
+        // SAFETY: forwards the caller's arguments to rtDeviceSynchronize, which has this function's contract.
         || unsafe { (rt().rtDeviceSynchronize)() },
         |_| {},
     )
 }
 
+// SAFETY: the C caller's contract: `stream` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut Stream) -> i32 {
     api(
         LIB,
         "aclrtCreateStream",
+        // SAFETY: forwards the caller's arguments to rtStreamCreate, which has this function's contract.
         || unsafe { (rt().rtStreamCreate)(stream, 0) },
         |a| {
             a.u64("stream", stream as u64)
+                // SAFETY: `stream` is null or the caller's out-parameter, readable once the call returned.
                 .u64("out_stream", unsafe { out_ptr(stream) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `stream` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDestroyStream(stream: Stream) -> i32 {
     api(
         LIB,
         "aclrtDestroyStream",
+        // SAFETY: forwards the caller's arguments to rtStreamDestroy, which has this function's contract.
         || unsafe { (rt().rtStreamDestroy)(stream) },
         |a| {
             a.u64("stream", stream as u64);
@@ -133,11 +147,13 @@ pub unsafe extern "C" fn aclrtDestroyStream(stream: Stream) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `stream` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtSynchronizeStream(stream: Stream) -> i32 {
     api(
         LIB,
         "aclrtSynchronizeStream",
+        // SAFETY: forwards the caller's arguments to rtStreamSynchronize, which has this function's contract.
         || unsafe { (rt().rtStreamSynchronize)(stream) },
         |a| {
             a.u64("stream", stream as u64);
@@ -145,11 +161,14 @@ pub unsafe extern "C" fn aclrtSynchronizeStream(stream: Stream) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `event` is null or valid for what the prototype says it points
+// to; `stream` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: Stream, event: *mut c_void) -> i32 {
     api(
         LIB,
         "aclrtStreamWaitEvent",
+        // SAFETY: forwards the caller's arguments to rtStreamWaitEvent, which has this function's contract.
         || unsafe { (rt().rtStreamWaitEvent)(stream, event) },
         |a| {
             a.u64("stream", stream as u64).u64("event", event as u64);
@@ -157,24 +176,31 @@ pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: Stream, event: *mut c_void
     )
 }
 
+// SAFETY: the C caller's contract: `event` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateEvent(event: *mut *mut c_void) -> i32 {
     api(
         LIB,
         "aclrtCreateEvent",
+        // SAFETY: forwards the caller's arguments to rtEventCreate, which has this function's contract.
         || unsafe { (rt().rtEventCreate)(event) },
         |a| {
             a.u64("event", event as u64)
+                // SAFETY: `event` is null or the caller's out-parameter, readable once the call returned.
                 .u64("out_event", unsafe { out_ptr(event) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `event` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> i32 {
     api(
         LIB,
         "aclrtDestroyEvent",
+        // SAFETY: forwards the caller's arguments to rtEventDestroy, which has this function's contract.
         || unsafe { (rt().rtEventDestroy)(event) },
         |a| {
             a.u64("event", event as u64);
@@ -182,11 +208,14 @@ pub unsafe extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `event` is null or valid for what the prototype says it points
+// to; `stream` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: Stream) -> i32 {
     api(
         LIB,
         "aclrtRecordEvent",
+        // SAFETY: forwards the caller's arguments to rtEventRecord, which has this function's contract.
         || unsafe { (rt().rtEventRecord)(event, stream) },
         |a| {
             a.u64("event", event as u64).u64("stream", stream as u64);
@@ -194,11 +223,14 @@ pub unsafe extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: Stream) ->
     )
 }
 
+// SAFETY: the C caller's contract: `event` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> i32 {
     api(
         LIB,
         "aclrtSynchronizeEvent",
+        // SAFETY: forwards the caller's arguments to rtEventSynchronize, which has this function's contract.
         || unsafe { (rt().rtEventSynchronize)(event) },
         |a| {
             a.u64("event", event as u64);
@@ -226,6 +258,8 @@ fn mem_type(policy: u32) -> Option<u32> {
     Some(ty | page)
 }
 
+// SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: u32) -> i32 {
     api(
@@ -237,22 +271,27 @@ pub unsafe extern "C" fn aclrtMalloc(devPtr: *mut *mut c_void, size: usize, poli
             };
             // CANN pads every allocation: round up to 32 bytes, plus 32.
             let padded = (size as u64).div_ceil(32) * 32 + 32;
+            // SAFETY: forwards the caller's arguments to rtMalloc, which has this function's contract.
             unsafe { (rt().rtMalloc)(devPtr, padded, ty, APP_MODULE_ID) }
         },
         |a| {
             a.u64("devPtr", devPtr as u64)
                 .u64("size", size as u64)
                 .u64("policy", policy.into());
+            // SAFETY: `devPtr` is null or the caller's out-parameter, readable once the call returned.
             a.u64("out_ptr", unsafe { out_ptr(devPtr) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> i32 {
     api(
         LIB,
         "aclrtFree",
+        // SAFETY: forwards the caller's arguments to rtFree, which has this function's contract.
         || unsafe { (rt().rtFree)(devPtr) },
         |a| {
             a.u64("devPtr", devPtr as u64);
@@ -260,24 +299,31 @@ pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `hostPtr` is null or valid for what the prototype says it
+// points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMallocHost(hostPtr: *mut *mut c_void, size: usize) -> i32 {
     api(
         LIB,
         "aclrtMallocHost",
+        // SAFETY: forwards the caller's arguments to rtMallocHost, which has this function's contract.
         || unsafe { (rt().rtMallocHost)(hostPtr, size as u64, APP_MODULE_ID) },
         |a| {
             a.u64("hostPtr", hostPtr as u64).u64("size", size as u64);
+            // SAFETY: `hostPtr` is null or the caller's out-parameter, readable once the call returned.
             a.u64("out_ptr", unsafe { out_ptr(hostPtr) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `hostPtr` is null or valid for what the prototype says it
+// points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFreeHost(hostPtr: *mut c_void) -> i32 {
     api(
         LIB,
         "aclrtFreeHost",
+        // SAFETY: forwards the caller's arguments to rtFreeHost, which has this function's contract.
         || unsafe { (rt().rtFreeHost)(hostPtr) },
         |a| {
             a.u64("hostPtr", hostPtr as u64);
@@ -296,6 +342,8 @@ fn copy_kind(kind: u32) -> Option<u32> {
     })
 }
 
+// SAFETY: the C caller's contract: `dst`, `src` are null or valid for what the prototype says they
+// point to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemcpy(
     dst: *mut c_void,
@@ -308,6 +356,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
         LIB,
         "aclrtMemcpy",
         || match copy_kind(kind) {
+            // SAFETY: forwards the caller's arguments to rtMemcpy, which has this function's contract.
             Some(k) => unsafe { (rt().rtMemcpy)(dst, destMax as u64, src, count as u64, k) },
             None => abi::ACL_ERROR_INVALID_PARAM,
         },
@@ -320,6 +369,8 @@ pub unsafe extern "C" fn aclrtMemcpy(
     )
 }
 
+// SAFETY: the C caller's contract: `dst`, `src` are null or valid for what the prototype says they
+// point to; `stream` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemcpyAsync(
     dst: *mut c_void,
@@ -333,6 +384,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         LIB,
         "aclrtMemcpyAsync",
         || match copy_kind(kind) {
+            // SAFETY: forwards the caller's arguments to rtMemcpyAsync, which has this function's contract.
             Some(k) => unsafe {
                 (rt().rtMemcpyAsync)(dst, destMax as u64, src, count as u64, k, stream)
             },
@@ -349,6 +401,8 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     )
 }
 
+// SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemset(
     devPtr: *mut c_void,
@@ -359,6 +413,7 @@ pub unsafe extern "C" fn aclrtMemset(
     api(
         LIB,
         "aclrtMemset",
+        // SAFETY: forwards the caller's arguments to rtMemset, which has this function's contract.
         || unsafe { (rt().rtMemset)(devPtr, maxCount as u64, value as u32, count as u64) },
         |a| {
             a.u64("devPtr", devPtr as u64)
@@ -369,6 +424,8 @@ pub unsafe extern "C" fn aclrtMemset(
     )
 }
 
+// SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
+// to; `stream` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemsetAsync(
     devPtr: *mut c_void,
@@ -380,6 +437,7 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     api(
         LIB,
         "aclrtMemsetAsync",
+        // SAFETY: forwards the caller's arguments to rtMemsetAsync, which has this function's contract.
         || unsafe {
             (rt().rtMemsetAsync)(devPtr, maxCount as u64, value as u32, count as u64, stream)
         },
@@ -410,9 +468,12 @@ struct LoadOptions {
 const LOAD_OPT_MAGIC: u32 = 2;
 
 /// The binary's magic: from a MAGIC option, else ELF or plain by the blob's first bytes.
+// SAFETY: unsafe because callers must pass `length` readable bytes at `data` and a null or
+// valid `options` whose array has `num_opt` entries.
 unsafe fn binary_magic(data: *const c_void, length: usize, options: *const LoadOptions) -> u32 {
     // SAFETY: NULL or a valid options struct with `num_opt` entries.
     if let Some(o) = unsafe { options.as_ref() }.filter(|o| !o.options.is_null()) {
+        // SAFETY: a non-null `options` array holds `num_opt` entries, per the prototype.
         let opts = unsafe { std::slice::from_raw_parts(o.options, o.num_opt) };
         if let Some(m) = opts.iter().find(|x| x.ty == LOAD_OPT_MAGIC) {
             return m.value[0];
@@ -429,6 +490,8 @@ unsafe fn binary_magic(data: *const c_void, length: usize, options: *const LoadO
     }
 }
 
+// SAFETY: the C caller's contract: `data`, `options`, `binHandle` are null or valid for what the
+// prototype says it points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtBinaryLoadFromData(
     data: *const c_void,
@@ -443,6 +506,8 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromData(
             if data.is_null() || length == 0 || binHandle.is_null() {
                 return abi::ACL_ERROR_INVALID_PARAM;
             }
+            // SAFETY: `data` holds `length` bytes and `options` is null or a valid option set,
+            // which is what binary_magic requires.
             let magic = unsafe { binary_magic(data, length, options.cast()) };
             let bin = RtDevBinary {
                 magic,
@@ -450,6 +515,7 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromData(
                 data,
                 length: length as u64,
             };
+            // SAFETY: forwards the caller's arguments to rtBinaryLoad, which has this function's contract.
             unsafe { (rt().rtBinaryLoad)(&bin, binHandle) }
         },
         |a| {
@@ -457,11 +523,14 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromData(
                 .u64("length", length as u64)
                 .u64("options", options as u64);
             a.u64("binHandle", binHandle as u64)
+                // SAFETY: `binHandle` is null or the caller's out-parameter, readable once the call returned.
                 .u64("out_handle", unsafe { out_ptr(binHandle) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `binHandle`, `funcHandle` are null or valid for what the
+// prototype says it points to; `kernelName` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtBinaryGetFunction(
     binHandle: *mut c_void,
@@ -471,16 +540,21 @@ pub unsafe extern "C" fn aclrtBinaryGetFunction(
     api(
         LIB,
         "aclrtBinaryGetFunction",
+        // SAFETY: forwards the caller's arguments to rtBinaryGetFunctionByName, which has this function's contract.
         || unsafe { (rt().rtBinaryGetFunctionByName)(binHandle, kernelName, funcHandle) },
         |a| {
             a.u64("binHandle", binHandle as u64);
+            // SAFETY: `kernelName` is null or a NUL-terminated string, per the prototype.
             unsafe { a.cstr("kernelName", kernelName) };
             a.u64("funcHandle", funcHandle as u64)
+                // SAFETY: `funcHandle` is null or the caller's out-parameter, readable once the call returned.
                 .u64("out_handle", unsafe { out_ptr(funcHandle) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `funcHandle`, `argsData` are null or valid for what the
+// prototype says it points to; `stream` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtLaunchKernel(
     funcHandle: *mut c_void,
@@ -507,6 +581,7 @@ pub unsafe extern "C" fn aclrtLaunchKernel(
                 is_no_need_h2d_copy: 0,
                 reserved: [0; 4],
             };
+            // SAFETY: forwards the caller's arguments to rtLaunchKernelByFuncHandleV3, which has this function's contract.
             unsafe {
                 (rt().rtLaunchKernelByFuncHandleV3)(
                     funcHandle,

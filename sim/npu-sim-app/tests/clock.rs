@@ -50,8 +50,8 @@ fn device_clock_follows_env_settings() {
     assert_eq!(info(0, 25), (0, 25_000), "INFO_TYPE_DEV_OSC_FREQUE in kHz");
     assert_eq!(info(99, 13).0, 2, "DRV_ERROR_INVALID_DEVICE");
     assert_eq!(info(0, 1234).0, 0xfffe, "DRV_ERROR_NOT_SUPPORT");
-    // SAFETY: a NULL value pointer must be rejected, not written.
     assert_eq!(
+        // SAFETY: the driver checks the value pointer for NULL before writing through it.
         unsafe { get(0, 0, 13, std::ptr::null_mut()) },
         3,
         "DRV_ERROR_INVALID_VALUE"

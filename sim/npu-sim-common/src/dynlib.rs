@@ -44,6 +44,7 @@ pub fn open(soname: &str) -> *mut c_void {
 ///
 /// # Safety
 /// `lib` is a handle returned by [`open`].
+// SAFETY: unsafe because `lib` must be a live dlopen handle and `name` NUL-terminated.
 pub unsafe fn sym(lib: *mut c_void, name: &'static str, soname: &str) -> *mut c_void {
     // SAFETY: `name` is NUL-terminated by the callers (the `import_table!` macro).
     let p = unsafe { libc::dlsym(lib, name.as_ptr().cast()) };
@@ -65,6 +66,7 @@ fn last_error() -> String {
 
 /// Directory of the shared object this code is linked into.
 fn own_dir() -> Option<String> {
+    // SAFETY: Dl_info is plain C data (pointers and integers) for which all-zero is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address; `info` is a valid out-parameter.
     let ok = unsafe { libc::dladdr(own_dir as *const c_void, &mut info) };

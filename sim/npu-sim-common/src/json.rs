@@ -57,6 +57,7 @@ impl<'a> Obj<'a> {
     ///
     /// # Safety
     /// `v` is null or a NUL-terminated string.
+    // SAFETY: unsafe because `v` must be null or a NUL-terminated string (see # Safety).
     pub unsafe fn cstr(&mut self, k: &str, v: *const c_char) -> &mut Self {
         if v.is_null() {
             return self.null(k);

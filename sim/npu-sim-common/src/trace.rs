@@ -100,6 +100,7 @@ pub fn api<R: Ret>(
 ///
 /// # Safety
 /// `pp` is null or points to a readable pointer.
+// SAFETY: unsafe because callers must pass null or a readable pointer-to-pointer (see # Safety).
 pub unsafe fn out_ptr<T>(pp: *const *mut T) -> u64 {
     if pp.is_null() {
         0

@@ -18,6 +18,7 @@ thread_local! {
 }
 
 /// An exported function `name` was entered at `enter_ns`; returns its nesting depth (0 = outermost).
+// SAFETY: the C caller's contract: `name` points to `len` readable bytes (a function name).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npu_sim_api_enter(name: *const u8, len: usize, enter_ns: u64) -> u32 {
     STACK
@@ -38,6 +39,7 @@ pub unsafe extern "C" fn npu_sim_api_enter(name: *const u8, len: usize, enter_ns
 }
 
 /// The call entered last returns; `line` is its complete `api` ground-truth line.
+// SAFETY: the C caller's contract: `line` points to `len` readable bytes of whole JSON lines.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npu_sim_api_exit(line: *const u8, len: usize) {
     let _ = STACK.try_with(|s| {
@@ -50,6 +52,7 @@ pub unsafe extern "C" fn npu_sim_api_exit(line: *const u8, len: usize) {
 
 /// Copies the name of this thread's outermost API call in progress into `buf` and its entry
 /// time into `*enter_ns`; returns the name's length, 0 when no API call is in progress.
+// SAFETY: the C caller's contract: `buf` has `cap` writable bytes and `enter_ns` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npu_sim_outermost_api(
     buf: *mut u8,

@@ -83,6 +83,7 @@ pub extern "C" fn npu_sim_truth_enabled() -> bool {
 }
 
 /// Appends complete lines.
+// SAFETY: the C caller's contract: `line` points to `len` readable bytes of whole JSON lines.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npu_sim_truth_write(line: *const u8, len: usize) {
     let Some(t) = truth() else { return };

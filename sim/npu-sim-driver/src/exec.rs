@@ -106,9 +106,9 @@ fn sleep_until(deadline_ns: u64) {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
     };
-    // SAFETY: absolute CLOCK_MONOTONIC sleep with a valid timespec; EINTR just ends it early,
-    // which the loop below covers.
     while monotonic_ns() < deadline_ns {
+        // SAFETY: absolute CLOCK_MONOTONIC sleep with a valid timespec and no remainder
+        // pointer; an EINTR just ends it early, which this loop covers.
         unsafe {
             libc::clock_nanosleep(
                 libc::CLOCK_MONOTONIC,

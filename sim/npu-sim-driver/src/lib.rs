@@ -24,6 +24,8 @@ fn timeout_ms(ms: i32) -> Option<Duration> {
     (ms > 0).then(|| Duration::from_millis(ms as u64))
 }
 
+// SAFETY: the C caller's contract: `value` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn halGetDeviceInfo(
     devId: u32,
@@ -67,6 +69,8 @@ pub unsafe extern "C" fn halGetDeviceInfo(
     )
 }
 
+// SAFETY: the C caller's contract: `info` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -> i32 {
     api(
@@ -130,6 +134,8 @@ pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -
     )
 }
 
+// SAFETY: the C caller's contract: `info` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInfo) -> i32 {
     api(

@@ -43,8 +43,10 @@ pub struct Comm {
 }
 
 // SAFETY: the mapping is shared memory accessed through atomics and byte copies guarded by the
-// barrier protocol; the pointer itself never changes.
+// barrier protocol; the pointer itself never changes, so moving a Comm between threads is fine.
 unsafe impl Send for Comm {}
+// SAFETY: shared access goes through the same atomics and barrier protocol as above; the
+// mutable state (`epoch`) is atomic and the collective itself is serialized by `exec_lock`.
 unsafe impl Sync for Comm {}
 
 fn timeout_from_env(name: &str) -> Duration {
@@ -215,6 +217,8 @@ impl Comm {
 
 /// Copies `n` bytes between `user` and the ring `ring` at position `pos`, wrapping at
 /// CHAN_BYTES; into the ring when `to_ring`.
+// SAFETY: unsafe because `user` must be valid for `n` bytes and `ring` must be a CHAN_BYTES
+// ring with `pos < CHAN_BYTES` and `n <= CHAN_BYTES`.
 unsafe fn ring_copy(user: *const u8, ring: *mut u8, pos: usize, n: usize, to_ring: bool) {
     let first = n.min(CHAN_BYTES - pos);
     // SAFETY: the caller guarantees both ranges; `pos + first <= CHAN_BYTES`.

@@ -121,6 +121,8 @@ fn coll_args(
         .u64("stream", stream as u64);
 }
 
+// SAFETY: the C caller's contract: `rootInfo` is null or valid for what the prototype says it
+// points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclGetRootInfo(rootInfo: *mut u8) -> i32 {
     api(
@@ -150,6 +152,8 @@ pub unsafe extern "C" fn HcclGetRootInfo(rootInfo: *mut u8) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `rootInfo`, `comm` are null or valid for what the prototype
+// says it points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclCommInitRootInfo(
     nRanks: u32,
@@ -181,11 +185,14 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
                 .u64("rootInfo", rootInfo as u64)
                 .u64("rank", rank.into());
             a.u64("comm", comm as u64)
+                // SAFETY: `comm` is null or the caller's out-parameter, readable once the call returned.
                 .u64("out_comm", unsafe { out_ptr(comm) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `sendBuf`, `recvBuf` are null or valid for what the prototype
+// says it points to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclAllReduce(
     sendBuf: *mut c_void,
@@ -226,6 +233,8 @@ pub unsafe extern "C" fn HcclAllReduce(
     )
 }
 
+// SAFETY: the C caller's contract: `buf` is null or valid for what the prototype says it points
+// to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclBroadcast(
     buf: *mut c_void,
@@ -264,6 +273,8 @@ pub unsafe extern "C" fn HcclBroadcast(
     )
 }
 
+// SAFETY: the C caller's contract: `sendBuf`, `recvBuf` are null or valid for what the prototype
+// says it points to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclAllGather(
     sendBuf: *mut c_void,
@@ -302,6 +313,8 @@ pub unsafe extern "C" fn HcclAllGather(
     )
 }
 
+// SAFETY: the C caller's contract: `sendBuf`, `recvBuf` are null or valid for what the prototype
+// says it points to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclReduceScatter(
     sendBuf: *mut c_void,
@@ -342,6 +355,8 @@ pub unsafe extern "C" fn HcclReduceScatter(
     )
 }
 
+// SAFETY: the C caller's contract: `sendBuf`, `recvBuf` are null or valid for what the prototype
+// says it points to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclReduce(
     sendBuf: *mut c_void,
@@ -385,6 +400,8 @@ pub unsafe extern "C" fn HcclReduce(
     )
 }
 
+// SAFETY: the C caller's contract: `sendBuf`, `recvBuf` are null or valid for what the prototype
+// says it points to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclAlltoAll(
     sendBuf: *const c_void,
@@ -465,6 +482,8 @@ fn p2p(
     submit(o, stream)
 }
 
+// SAFETY: the C caller's contract: `sendBuf` is null or valid for what the prototype says it
+// points to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclSend(
     sendBuf: *mut c_void,
@@ -496,6 +515,8 @@ pub unsafe extern "C" fn HcclSend(
     )
 }
 
+// SAFETY: the C caller's contract: `recvBuf` is null or valid for what the prototype says it
+// points to; `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclRecv(
     recvBuf: *mut c_void,
@@ -527,6 +548,7 @@ pub unsafe extern "C" fn HcclRecv(
     )
 }
 
+// SAFETY: the C caller's contract: `comm`, `stream` are opaque handles, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclBarrier(comm: HcclComm, stream: Stream) -> i32 {
     api(
@@ -554,6 +576,8 @@ pub unsafe extern "C" fn HcclBarrier(comm: HcclComm, stream: Stream) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `rank` is null or valid for what the prototype says it points
+// to; `comm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclGetRankId(comm: HcclComm, rank: *mut u32) -> i32 {
     api(
@@ -573,6 +597,8 @@ pub unsafe extern "C" fn HcclGetRankId(comm: HcclComm, rank: *mut u32) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `rankSize` is null or valid for what the prototype says it
+// points to; `comm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclGetRankSize(comm: HcclComm, rankSize: *mut u32) -> i32 {
     api(
@@ -592,6 +618,7 @@ pub unsafe extern "C" fn HcclGetRankSize(comm: HcclComm, rankSize: *mut u32) -> 
     )
 }
 
+// SAFETY: the C caller's contract: `comm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn HcclCommDestroy(comm: HcclComm) -> i32 {
     api(

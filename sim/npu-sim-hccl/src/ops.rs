@@ -61,6 +61,8 @@ pub struct Op {
 }
 
 /// Runs the collective whose boxed [`Op`] is `ctx`; returns the CQE error code.
+// SAFETY: unsafe because `ctx` must be a `Box<Op>` that libhccl leaked into exactly one SQE, so
+// the device runs it (and frees it) exactly once.
 pub unsafe extern "C" fn exec(ctx: u64) -> u32 {
     // SAFETY: `ctx` is the Box<Op> libhccl leaked into exactly one SQE.
     let op = unsafe { Box::from_raw(ctx as *mut Op) };
@@ -81,6 +83,7 @@ pub unsafe extern "C" fn exec(ctx: u64) -> u32 {
 ///
 /// # Safety
 /// Both ranges are valid for `n` bytes.
+// SAFETY: unsafe because both ranges must be valid for `n` bytes (see # Safety).
 unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY: forwarded; user buffers may overlap each other (in-place collectives).
     unsafe { std::ptr::copy(src, dst, n) };
@@ -100,7 +103,7 @@ impl Op {
         let es = self.dtype.size();
         let bytes = self.count as usize * es;
         let t = exec_timeout();
-        // SAFETY (whole match): user buffers were checked non-null and are sized by the counts
+        // SAFETY: (whole match) user buffers were checked non-null and are sized by the counts
         // the application passed; slots hold SLOT_BYTES and chunks never exceed that.
         unsafe {
             match self.kind {

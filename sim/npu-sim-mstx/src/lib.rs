@@ -40,24 +40,30 @@ fn new_range(message: *const c_char) -> u64 {
     }
 }
 
+// SAFETY: the C caller's contract: `stream` is null or valid for what the prototype says it points
+// to; `message` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxMarkA(message: *const c_char, stream: *mut c_void) {
     api(
         LIB,
         "mstxMarkA",
         || {},
+        // SAFETY: `message` is null or a NUL-terminated string, per the prototype.
         |a| unsafe {
             a.cstr("message", message).u64("stream", stream as u64);
         },
     )
 }
 
+// SAFETY: the C caller's contract: `stream` is null or valid for what the prototype says it points
+// to; `message` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxRangeStartA(message: *const c_char, stream: *mut c_void) -> u64 {
     api(
         LIB,
         "mstxRangeStartA",
         || new_range(message),
+        // SAFETY: `message` is null or a NUL-terminated string, per the prototype.
         |a| unsafe {
             a.cstr("message", message).u64("stream", stream as u64);
         },
@@ -65,7 +71,7 @@ pub unsafe extern "C" fn mstxRangeStartA(message: *const c_char, stream: *mut c_
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstxRangeEnd(id: u64) {
+pub extern "C" fn mstxRangeEnd(id: u64) {
     api(
         LIB,
         "mstxRangeEnd",
@@ -76,6 +82,7 @@ pub unsafe extern "C" fn mstxRangeEnd(id: u64) {
     )
 }
 
+// SAFETY: the C caller's contract: `name` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxDomainCreateA(name: *const c_char) -> *mut c_void {
     api(
@@ -94,12 +101,15 @@ pub unsafe extern "C" fn mstxDomainCreateA(name: *const c_char) -> *mut c_void {
                 .insert(handle, n);
             handle as *mut c_void
         },
+        // SAFETY: `name` is null or a NUL-terminated string, per the prototype.
         |a| unsafe {
             a.cstr("name", name);
         },
     )
 }
 
+// SAFETY: the C caller's contract: `handle` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxDomainDestroy(handle: *mut c_void) {
     api(
@@ -122,6 +132,8 @@ pub unsafe extern "C" fn mstxDomainDestroy(handle: *mut c_void) {
     )
 }
 
+// SAFETY: the C caller's contract: `handle`, `stream` are null or valid for what the prototype
+// says it points to; `message` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxDomainMarkA(
     handle: *mut c_void,
@@ -134,11 +146,14 @@ pub unsafe extern "C" fn mstxDomainMarkA(
         || {},
         |a| {
             domain_args(a, handle);
+            // SAFETY: `message` is null or a NUL-terminated string, per the prototype.
             unsafe { a.cstr("message", message).u64("stream", stream as u64) };
         },
     )
 }
 
+// SAFETY: the C caller's contract: `handle`, `stream` are null or valid for what the prototype
+// says it points to; `message` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxDomainRangeStartA(
     handle: *mut c_void,
@@ -157,11 +172,14 @@ pub unsafe extern "C" fn mstxDomainRangeStartA(
         },
         |a| {
             domain_args(a, handle);
+            // SAFETY: `message` is null or a NUL-terminated string, per the prototype.
             unsafe { a.cstr("message", message).u64("stream", stream as u64) };
         },
     )
 }
 
+// SAFETY: the C caller's contract: `handle` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstxDomainRangeEnd(handle: *mut c_void, id: u64) {
     api(

@@ -18,8 +18,10 @@ pub struct Func {
     pub pc: u64,
 }
 
-// SAFETY: immutable after creation; `name` points to a leaked, immutable C string.
+// SAFETY: immutable after creation; `name` points to a leaked, immutable C string, so the
+// value may move to any thread.
 unsafe impl Send for Func {}
+// SAFETY: immutable after creation (no interior mutability), so shared references are fine.
 unsafe impl Sync for Func {}
 
 struct Binary {

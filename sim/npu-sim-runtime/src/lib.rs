@@ -29,6 +29,8 @@ fn rc(r: Result<(), i32>) -> i32 {
 }
 
 /// A C string argument as `&str` (invalid UTF-8 is replaced), or a parameter error for NULL.
+// SAFETY: unsafe because callers must pass null or a NUL-terminated string that outlives `'a`;
+// NULL is checked here.
 unsafe fn c_str<'a>(p: *const c_char) -> Result<std::borrow::Cow<'a, str>, i32> {
     if p.is_null() {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
@@ -38,6 +40,8 @@ unsafe fn c_str<'a>(p: *const c_char) -> Result<std::borrow::Cow<'a, str>, i32> 
 }
 
 /// Writes `v` to an out-parameter, or fails for NULL.
+// SAFETY: unsafe because callers must pass null or a pointer writable as a `T`; NULL is
+// checked here.
 unsafe fn put<T>(out: *mut T, v: T) -> Result<(), i32> {
     if out.is_null() {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
@@ -57,7 +61,7 @@ fn kernel_name(f: Result<&'static Func, i32>, o: &mut Obj) {
 // ---------------------------------------------------------------- devices
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rtSetDevice(devId: i32) -> i32 {
+pub extern "C" fn rtSetDevice(devId: i32) -> i32 {
     api(
         LIB,
         "rtSetDevice",
@@ -69,7 +73,7 @@ pub unsafe extern "C" fn rtSetDevice(devId: i32) -> i32 {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rtDeviceReset(devId: i32) -> i32 {
+pub extern "C" fn rtDeviceReset(devId: i32) -> i32 {
     api(
         LIB,
         "rtDeviceReset",
@@ -88,11 +92,14 @@ pub unsafe extern "C" fn rtDeviceReset(devId: i32) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `devId` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtGetDevice(devId: *mut i32) -> i32 {
     api(
         LIB,
         "rtGetDevice",
+        // SAFETY: `devId` is the caller's out-parameter; `put` rejects NULL before writing.
         || rc(context::current_device().and_then(|d| unsafe { put(devId, d as i32) })),
         |a| {
             a.u64("devId", devId as u64);
@@ -100,11 +107,14 @@ pub unsafe extern "C" fn rtGetDevice(devId: *mut i32) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `cnt` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtGetDeviceCount(cnt: *mut i32) -> i32 {
     api(
         LIB,
         "rtGetDeviceCount",
+        // SAFETY: `cnt` is the caller's out-parameter; `put` rejects NULL before writing.
         || rc(unsafe { put(cnt, context::device_count() as i32) }),
         |a| {
             a.u64("cnt", cnt as u64);
@@ -113,7 +123,7 @@ pub unsafe extern "C" fn rtGetDeviceCount(cnt: *mut i32) -> i32 {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rtDeviceSynchronize() -> i32 {
+pub extern "C" fn rtDeviceSynchronize() -> i32 {
     api(
         LIB,
         "rtDeviceSynchronize",
@@ -130,6 +140,8 @@ pub unsafe extern "C" fn rtDeviceSynchronize() -> i32 {
 
 // ---------------------------------------------------------------- streams and events
 
+// SAFETY: the C caller's contract: `stm` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtStreamCreate(stm: *mut Stm, priority: i32) -> i32 {
     let id = std::cell::Cell::new(None);
@@ -143,11 +155,13 @@ pub unsafe extern "C" fn rtStreamCreate(stm: *mut Stm, priority: i32) -> i32 {
                 }
                 let s = context::create_stream()?;
                 id.set(Some(s.id));
+                // SAFETY: `stm` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(stm, handles::add_stream(s)) }
             })())
         },
         |a| {
             a.u64("stm", stm as u64).i64("priority", priority.into());
+            // SAFETY: `stm` is null or the caller's out-parameter, readable once the call returned.
             a.u64("out_stream", unsafe { out_ptr(stm) });
             if let Some(id) = id.get() {
                 a.u64("stream_id", id.into());
@@ -156,6 +170,7 @@ pub unsafe extern "C" fn rtStreamCreate(stm: *mut Stm, priority: i32) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtStreamDestroy(stm: Stm) -> i32 {
     api(
@@ -179,6 +194,7 @@ pub unsafe extern "C" fn rtStreamDestroy(stm: Stm) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtStreamSynchronize(stm: Stm) -> i32 {
     api(
@@ -194,6 +210,8 @@ pub unsafe extern "C" fn rtStreamSynchronize(stm: Stm) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `evt` is null or valid for what the prototype says it points
+// to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtStreamWaitEvent(stm: Stm, evt: *mut c_void) -> i32 {
     api(
@@ -219,19 +237,25 @@ pub unsafe extern "C" fn rtStreamWaitEvent(stm: Stm, evt: *mut c_void) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `evt` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtEventCreate(evt: *mut *mut c_void) -> i32 {
     api(
         LIB,
         "rtEventCreate",
+        // SAFETY: `evt` is the caller's out-parameter; `put` rejects NULL before writing.
         || rc(unsafe { put(evt, handles::add_event(context::new_event())) }),
         |a| {
             a.u64("evt", evt as u64)
+                // SAFETY: `evt` is null or the caller's out-parameter, readable once the call returned.
                 .u64("out_event", unsafe { out_ptr(evt) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `evt` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtEventDestroy(evt: *mut c_void) -> i32 {
     api(
@@ -244,6 +268,8 @@ pub unsafe extern "C" fn rtEventDestroy(evt: *mut c_void) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `evt` is null or valid for what the prototype says it points
+// to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtEventRecord(evt: *mut c_void, stm: Stm) -> i32 {
     api(
@@ -268,6 +294,8 @@ pub unsafe extern "C" fn rtEventRecord(evt: *mut c_void, stm: Stm) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `evt` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtEventSynchronize(evt: *mut c_void) -> i32 {
     api(
@@ -282,6 +310,8 @@ pub unsafe extern "C" fn rtEventSynchronize(evt: *mut c_void) -> i32 {
 
 // ---------------------------------------------------------------- memory
 
+// SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtMalloc(
     devPtr: *mut *mut c_void,
@@ -303,6 +333,7 @@ pub unsafe extern "C" fn rtMalloc(
                     return Err(abi::ACL_ERROR_RT_INVALID_MEMORY_TYPE);
                 }
                 let p = memory::alloc(size, Place::Device)?;
+                // SAFETY: `devPtr` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(devPtr, p) }
             })())
         },
@@ -311,11 +342,14 @@ pub unsafe extern "C" fn rtMalloc(
                 .u64("size", size)
                 .u64("type", type_.into())
                 .u64("moduleId", moduleId.into());
+            // SAFETY: `devPtr` is null or the caller's out-parameter, readable once the call returned.
             a.u64("out_ptr", unsafe { out_ptr(devPtr) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtFree(devPtr: *mut c_void) -> i32 {
     api(
@@ -328,6 +362,8 @@ pub unsafe extern "C" fn rtFree(devPtr: *mut c_void) -> i32 {
     )
 }
 
+// SAFETY: the C caller's contract: `hostPtr` is null or valid for what the prototype says it
+// points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtMallocHost(hostPtr: *mut *mut c_void, size: u64, moduleId: u16) -> i32 {
     api(
@@ -339,6 +375,7 @@ pub unsafe extern "C" fn rtMallocHost(hostPtr: *mut *mut c_void, size: u64, modu
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
                 let p = memory::alloc(size, Place::Host)?;
+                // SAFETY: `hostPtr` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(hostPtr, p) }
             })())
         },
@@ -346,11 +383,14 @@ pub unsafe extern "C" fn rtMallocHost(hostPtr: *mut *mut c_void, size: u64, modu
             a.u64("hostPtr", hostPtr as u64)
                 .u64("size", size)
                 .u64("moduleId", moduleId.into());
+            // SAFETY: `hostPtr` is null or the caller's out-parameter, readable once the call returned.
             a.u64("out_ptr", unsafe { out_ptr(hostPtr) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `hostPtr` is null or valid for what the prototype says it
+// points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtFreeHost(hostPtr: *mut c_void) -> i32 {
     api(
@@ -408,6 +448,8 @@ fn copy_args(
         .u64("kind", kind.into());
 }
 
+// SAFETY: the C caller's contract: `dst`, `src` are null or valid for what the prototype says they
+// point to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtMemcpy(
     dst: *mut c_void,
@@ -428,6 +470,8 @@ pub unsafe extern "C" fn rtMemcpy(
     )
 }
 
+// SAFETY: the C caller's contract: `dst`, `src` are null or valid for what the prototype says they
+// point to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtMemcpyAsync(
     dst: *mut c_void,
@@ -475,6 +519,8 @@ fn submit_set(
     Ok(Some((s, seq)))
 }
 
+// SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
+// to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtMemset(devPtr: *mut c_void, destMax: u64, val: u32, cnt: u64) -> i32 {
     api(
@@ -494,6 +540,8 @@ pub unsafe extern "C" fn rtMemset(devPtr: *mut c_void, destMax: u64, val: u32, c
     )
 }
 
+// SAFETY: the C caller's contract: `ptr` is null or valid for what the prototype says it points
+// to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtMemsetAsync(
     ptr: *mut c_void,
@@ -518,6 +566,8 @@ pub unsafe extern "C" fn rtMemsetAsync(
 
 // ---------------------------------------------------------------- kernels
 
+// SAFETY: the C caller's contract: `bin`, `hdl` are null or valid for what the prototype says they
+// point to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtDevBinaryRegister(
     bin: *const RtDevBinary,
@@ -534,6 +584,7 @@ pub unsafe extern "C" fn rtDevBinaryRegister(
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
                 let h = kernel::load_binary(b.magic, b.data, b.length)?;
+                // SAFETY: `hdl` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(hdl, h) }
             })())
         },
@@ -543,11 +594,14 @@ pub unsafe extern "C" fn rtDevBinaryRegister(
             if let Some(b) = unsafe { bin.as_ref() } {
                 a.u64("magic", b.magic.into()).u64("length", b.length);
             }
+            // SAFETY: `hdl` is null or the caller's out-parameter, readable once the call returned.
             a.u64("out_handle", unsafe { out_ptr(hdl) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `bin`, `binHandle` are null or valid for what the prototype
+// says it points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *mut c_void) -> i32 {
     api(
@@ -561,6 +615,7 @@ pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
                 let h = kernel::load_binary(b.magic, b.data, b.length)?;
+                // SAFETY: `binHandle` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(binHandle, h) }
             })())
         },
@@ -570,11 +625,14 @@ pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *
             if let Some(b) = unsafe { bin.as_ref() } {
                 a.u64("magic", b.magic.into()).u64("length", b.length);
             }
+            // SAFETY: `binHandle` is null or the caller's out-parameter, readable once the call returned.
             a.u64("out_handle", unsafe { out_ptr(binHandle) });
         },
     )
 }
 
+// SAFETY: the C caller's contract: `binHandle`, `stubFunc`, `kernelInfoExt` are null or valid for
+// what the prototype says it points to; `stubName` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtFunctionRegister(
     binHandle: *mut c_void,
@@ -587,12 +645,14 @@ pub unsafe extern "C" fn rtFunctionRegister(
         LIB,
         "rtFunctionRegister",
         || {
+            // SAFETY: `stubName` is null (rejected by `c_str`) or a NUL-terminated string.
             rc(unsafe { c_str(stubName) }
                 .and_then(|name| kernel::register_stub(binHandle, stubFunc, &name)))
         },
         |a| {
             a.u64("binHandle", binHandle as u64)
                 .u64("stubFunc", stubFunc as u64);
+            // SAFETY: `stubName` is null or a NUL-terminated string, per the prototype.
             unsafe { a.cstr("stubName", stubName) };
             a.u64("kernelInfoExt", kernelInfoExt as u64)
                 .u64("funcMode", funcMode.into());
@@ -600,6 +660,8 @@ pub unsafe extern "C" fn rtFunctionRegister(
     )
 }
 
+// SAFETY: the C caller's contract: `binHandle`, `funcHandle` are null or valid for what the
+// prototype says it points to; `kernelName` is null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtBinaryGetFunctionByName(
     binHandle: *mut c_void,
@@ -611,18 +673,22 @@ pub unsafe extern "C" fn rtBinaryGetFunctionByName(
         "rtBinaryGetFunctionByName",
         || {
             rc((|| {
+                // SAFETY: `kernelName` is null (rejected by `c_str`) or a NUL-terminated string.
                 let name = unsafe { c_str(kernelName) }?;
                 if funcHandle.is_null() {
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
                 let h = kernel::function_by_name(binHandle, &name)?;
+                // SAFETY: `funcHandle` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(funcHandle, h) }
             })())
         },
         |a| {
             a.u64("binHandle", binHandle as u64);
+            // SAFETY: `kernelName` is null or a NUL-terminated string, per the prototype.
             unsafe { a.cstr("kernelName", kernelName) };
             a.u64("funcHandle", funcHandle as u64)
+                // SAFETY: `funcHandle` is null or the caller's out-parameter, readable once the call returned.
                 .u64("out_handle", unsafe { out_ptr(funcHandle) });
         },
     )
@@ -650,11 +716,14 @@ fn launch(
 }
 
 /// (args, argsSize) of an `rtArgsEx_t`, or (NULL, 0).
+// SAFETY: unsafe because callers must pass null or a readable rtArgsEx_t; NULL is checked here.
 unsafe fn args_ex(a: *const RtArgsEx) -> (*const c_void, u32) {
     // SAFETY: NULL or a valid rtArgsEx_t.
     unsafe { a.as_ref() }.map_or((std::ptr::null(), 0), |a| (a.args, a.args_size))
 }
 
+// SAFETY: the C caller's contract: `stubFunc`, `args`, `smDesc` are null or valid for what the
+// prototype says it points to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtKernelLaunch(
     stubFunc: *const c_void,
@@ -680,6 +749,8 @@ pub unsafe extern "C" fn rtKernelLaunch(
     )
 }
 
+// SAFETY: the C caller's contract: `hdl`, `argsInfo`, `smDesc`, `cfgInfo` are null or valid for
+// what the prototype says it points to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
     hdl: *mut c_void,
@@ -694,6 +765,7 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         LIB,
         "rtKernelLaunchWithHandleV2",
         || {
+            // SAFETY: `argsInfo` is null (rejected by `args_ex`) or points to an rtArgsEx_t.
             let (args, size) = unsafe { args_ex(argsInfo) };
             rc(kernel::by_tiling_key(hdl, tilingKey)
                 .and_then(|f| launch(f, blockDim, args, size, stm)))
@@ -711,6 +783,8 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
     )
 }
 
+// SAFETY: the C caller's contract: `funcHandle`, `argsInfo`, `cfgInfo` are null or valid for what
+// the prototype says it points to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtLaunchKernelByFuncHandleV3(
     funcHandle: *mut c_void,
@@ -723,6 +797,7 @@ pub unsafe extern "C" fn rtLaunchKernelByFuncHandleV3(
         LIB,
         "rtLaunchKernelByFuncHandleV3",
         || {
+            // SAFETY: `argsInfo` is null (rejected by `args_ex`) or points to an rtArgsEx_t.
             let (args, size) = unsafe { args_ex(argsInfo) };
             rc(kernel::by_handle(funcHandle).and_then(|f| launch(f, blockDim, args, size, stm)))
         },
@@ -737,6 +812,8 @@ pub unsafe extern "C" fn rtLaunchKernelByFuncHandleV3(
     )
 }
 
+// SAFETY: the C caller's contract: `soName`, `kernelName`, `args`, `smDesc` are null or valid for
+// what the prototype says it points to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtCpuKernelLaunch(
     soName: *const c_void,
@@ -752,12 +829,15 @@ pub unsafe extern "C" fn rtCpuKernelLaunch(
         "rtCpuKernelLaunch",
         || {
             rc((|| {
+                // SAFETY: `soName` is null (rejected by `c_str`) or a NUL-terminated string.
                 unsafe { c_str(soName.cast()) }?;
+                // SAFETY: `kernelName` is null (rejected by `c_str`) or a NUL-terminated string.
                 let name = unsafe { c_str(kernelName.cast()) }?;
                 launch(kernel::aicpu(&name), blockDim, args, argsSize, stm)
             })())
         },
         |a| {
+            // SAFETY: both names are null or NUL-terminated strings, per the prototype.
             unsafe {
                 a.cstr("soName", soName.cast())
                     .cstr("kernelName", kernelName.cast())
@@ -770,6 +850,8 @@ pub unsafe extern "C" fn rtCpuKernelLaunch(
     )
 }
 
+// SAFETY: the C caller's contract: `taskId`, `streamId` are null or valid for what the prototype
+// says it points to.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut u32) -> i32 {
     api(
@@ -777,6 +859,7 @@ pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut
         "rtGetTaskIdAndStreamID",
         || {
             let (t, s) = stream::LAST_TASK.with(|l| l.get());
+            // SAFETY: `taskId` and `streamId` are the caller's out-parameters; `put` rejects NULL.
             rc(unsafe { put(taskId, t).and_then(|_| put(streamId, s)) })
         },
         |a| {
@@ -797,6 +880,8 @@ pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut
 
 /// Submits a ready-made SQE (HCCL collectives) on `stm` (NULL: the default stream); the runtime
 /// fills in the stream and task ids. Not a CANN API: never recorded as one.
+// SAFETY: the C caller's contract: `sqe` is null or valid for what the prototype says it points
+// to; `stm` is an opaque handle, never trusted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npu_sim_rt_submit(stm: Stm, sqe: *const u8) -> i32 {
     if sqe.is_null() {
