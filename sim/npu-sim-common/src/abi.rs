@@ -25,6 +25,8 @@ pub const DRV_ERROR_INVALID_DEVICE: i32 = 2;
 pub const DRV_ERROR_INVALID_VALUE: i32 = 3;
 pub const DRV_ERROR_INNER_ERR: i32 = 7;
 pub const DRV_ERROR_WAIT_TIMEOUT: i32 = 16;
+pub const DRV_ERROR_STATUS_FAIL: i32 = 30;
+pub const DRV_ERROR_MEMORY_OPT_FAIL: i32 = 58;
 pub const DRV_ERROR_NOT_SUPPORT: i32 = 0xfffe;
 
 // ---- HCCL (hccl_types.h) ----
@@ -246,3 +248,144 @@ const _: () = assert!(std::mem::size_of::<RtArgsEx>() == 32);
 /// CQE `error_type` values.
 pub const CQE_ERROR_TYPE_NONE: u8 = 0;
 pub const CQE_ERROR_TYPE_EXCEPTION: u8 = 1;
+
+// ---- profiling channels (driver pkg_inc/ascend_hal_base.h; msPTI channel_data.h, inject_base.h) ----
+/// Return codes of the `prof_*` functions that are not `drvError_t` values.
+pub const PROF_OK: i32 = 0;
+pub const PROF_ERROR: i32 = -1;
+pub const PROF_STOPPED_ALREADY: i32 = -4;
+/// Device ids the profiling API accepts (`DEV_NUM`).
+pub const PROF_DEV_NUM: u32 = 64;
+pub const PROF_CHANNEL_NUM_MAX: usize = 160;
+pub const PROF_CHANNEL_NAME_LEN: usize = 32;
+/// Bytes of `user_data` the driver forwards to the device (`PROF_USER_DATA_LEN`).
+pub const PROF_USER_DATA_LEN: u32 = 128;
+/// Sampling period bounds in ms (`PROF_PERIOD_MIN` / `PROF_PERIOD_MAX`, prof_ioctl.h).
+pub const PROF_PERIOD_MIN_MS: u32 = 10;
+pub const PROF_PERIOD_MAX_MS: u32 = 10_000;
+/// `CHANNEL_STARS_SOC_LOG_BUFFER`: STARS task begin/end log (910B, 310B).
+pub const PROF_CHANNEL_STARS_SOC_LOG: u32 = 50;
+/// `TS_PROFILE_COMMAND_TYPE_PROFILING_ENABLE`, the "on" value of a StarsSocLogConfig switch.
+pub const TS_PROFILE_ENABLE: u32 = 1;
+/// `funcType` of a StarsSocLog record.
+pub const STARS_FUNC_TYPE_BEGIN: u8 = 0;
+pub const STARS_FUNC_TYPE_END: u8 = 1;
+
+/// `struct prof_poll_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ProfPollInfo {
+    pub device_id: u32,
+    pub channel_id: u32,
+}
+
+/// `struct channel_info`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ChannelInfo {
+    pub channel_name: [u8; PROF_CHANNEL_NAME_LEN],
+    pub channel_type: u32,
+    pub channel_id: u32,
+}
+
+/// `channel_list_t` (`prof_drv_get_channels`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ChannelList {
+    pub chip_type: u32,
+    pub channel_num: u32,
+    pub channel: [ChannelInfo; PROF_CHANNEL_NUM_MAX],
+}
+
+/// `struct prof_start_para` (`ProfStartParaT` in msPTI).
+#[repr(C)]
+pub struct ProfStartPara {
+    /// `PROF_CHANNEL_TYPE`: 0 TS, 1 peripheral.
+    pub channel_type: i32,
+    pub sample_period: u32,
+    pub real_time: u32,
+    pub user_data: *mut c_void,
+    pub user_data_size: u32,
+}
+
+/// `StarsSocLogConfigT`: the `user_data` of a channel-50 start; 1 enables, 2 disables.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct StarsSocLogConfig {
+    pub acsq_task: u32,
+    pub acc_pmu: u32,
+    pub cdqm_reg: u32,
+    pub dvpp_vpc_block: u32,
+    pub dvpp_jpegd_block: u32,
+    pub dvpp_jpede_block: u32,
+    pub ffts_thread_task: u32,
+    pub ffts_block: u32,
+    pub sdma_dmu: u32,
+    pub tag: u32,
+    pub block_shink_flag: u32,
+}
+
+pub const STARS_SOC_LOG_SIZE: usize = 64;
+
+/// `StarsSocLog`: one 64-byte task begin/end record of channel 50 (`#pragma pack(4)`).
+/// Bitfields are little-endian, first field in the lowest bits: `word0` is
+/// funcType:6 | cnt:4 | taskType:6, and `acc` is accId:6 | acsqId:10.
+#[repr(C, packed(4))]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct StarsSocLog {
+    pub word0: u16,
+    pub resv0: u16,
+    /// Raw stream id field: may carry task id bits (see [`StarsSocLog::ids`]).
+    pub stream_id: u16,
+    /// Raw task id field.
+    pub task_id: u16,
+    /// Device syscnt.
+    pub timestamp: u64,
+    pub resv1: u16,
+    pub acc: u16,
+    pub resv2: [u32; 11],
+}
+
+/// Stream id field flags (msPTI stars_common.h): bit 12 "task id high bits here", bit 13
+/// "stream and task low 12 bits swapped".
+pub const SOC_LOG_STREAM_BIT12: u16 = 0x1000;
+pub const SOC_LOG_STREAM_BIT13: u16 = 0x2000;
+
+impl StarsSocLog {
+    pub fn func_type(&self) -> u8 {
+        (self.word0 & 0x3f) as u8
+    }
+    pub fn task_type(&self) -> u8 {
+        (self.word0 >> 10) as u8
+    }
+    pub fn acsq_id(&self) -> u16 {
+        self.acc >> 6
+    }
+    /// (stream id, task id) as msPTI decodes them (`StarsCommon::GetStreamId/GetTaskId`, the
+    /// non-expanded stream mode): bit 12 of the stream field means the task id's top 3 bits
+    /// are the stream field's bits 13-15; bit 13 means the low 12 bits of both are swapped.
+    pub fn ids(&self) -> (u16, u16) {
+        let (s, t) = (self.stream_id, self.task_id);
+        if s & SOC_LOG_STREAM_BIT12 != 0 {
+            (s % 2048, (t & 0x1fff) | (s & 0xe000))
+        } else if s & SOC_LOG_STREAM_BIT13 != 0 {
+            ((t & 0x0fff) % 2048, (s & 0x0fff) | (t & 0xf000))
+        } else {
+            (s % 2048, t)
+        }
+    }
+    pub fn to_bytes(&self) -> [u8; STARS_SOC_LOG_SIZE] {
+        // SAFETY: StarsSocLog is 64 bytes of plain integers with no padding (asserted below).
+        unsafe { std::mem::transmute::<StarsSocLog, [u8; STARS_SOC_LOG_SIZE]>(*self) }
+    }
+    pub fn from_bytes(b: &[u8; STARS_SOC_LOG_SIZE]) -> StarsSocLog {
+        // SAFETY: every bit pattern is a valid StarsSocLog (plain integers, no padding).
+        unsafe { std::mem::transmute::<[u8; STARS_SOC_LOG_SIZE], StarsSocLog>(*b) }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<StarsSocLog>() == STARS_SOC_LOG_SIZE);
+const _: () = assert!(std::mem::size_of::<StarsSocLogConfig>() == 44);
+const _: () = assert!(std::mem::size_of::<ProfStartPara>() == 32);
+const _: () = assert!(std::mem::size_of::<ChannelList>() == 8 + 40 * PROF_CHANNEL_NUM_MAX);
+const _: () = assert!(std::mem::size_of::<ProfPollInfo>() == 8);

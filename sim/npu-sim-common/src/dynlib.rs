@@ -7,11 +7,14 @@
 //! installed tree.
 use std::ffi::{CStr, CString, c_void};
 
-/// Where, relative to a library's own directory, the other libraries of the tree live.
-const TREE_DIRS: [&str; 3] = [
+/// Where, relative to the directory of the calling library (or of a program in `bin/`), the
+/// libraries of the tree live.
+const TREE_DIRS: [&str; 5] = [
     ".",
     "../../../driver/lib64",
     "../../ascend-toolkit/latest/lib64",
+    "../driver/lib64",
+    "../ascend-toolkit/latest/lib64",
 ];
 
 /// Opens `soname` (already loaded, on the search path, or in the installed tree). Aborts with a

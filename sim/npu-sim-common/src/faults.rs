@@ -59,7 +59,7 @@ pub fn check(func: &str) -> Option<i32> {
 fn default_code(func: &str) -> i32 {
     if func.starts_with("Hccl") {
         abi::HCCL_E_INTERNAL
-    } else if func.starts_with("hal") {
+    } else if func.starts_with("hal") || func.starts_with("prof_") {
         abi::DRV_ERROR_INNER_ERR
     } else {
         abi::ACL_ERROR_RT_INTERNAL_ERROR

@@ -22,6 +22,11 @@ pub struct Config {
     /// This process's device starts each collective this late (`NPU_SIM_STRAGGLER_MS`).
     pub straggler_ms: u64,
     pub clock: Clock,
+    /// The simulated host (`NPU_SIM_HOST`): processes with the same value share their devices'
+    /// profiling channels. Only `[A-Za-z0-9_-]` are kept.
+    pub host: String,
+    /// Bytes of a profiling channel buffer started by this process (`NPU_SIM_PROF_BUF_BYTES`).
+    pub prof_buf_bytes: u64,
 }
 
 pub fn get() -> &'static Config {
@@ -38,6 +43,8 @@ pub fn get() -> &'static Config {
             .map(|v| parse_faults(&v))
             .unwrap_or_default(),
         straggler_ms: env::parse("NPU_SIM_STRAGGLER_MS", 0u64),
+        host: host_name(env::string("NPU_SIM_HOST").as_deref().unwrap_or("default")),
+        prof_buf_bytes: env::parse("NPU_SIM_PROF_BUF_BYTES", DEFAULT_PROF_BUF_BYTES),
         clock: Clock {
             // Bounded so the count fits comfortably in the clock's 128-bit arithmetic.
             freq_hz: env::parse("NPU_SIM_DEV_FREQ_HZ", 50_000_000u64).clamp(1000, 10_000_000_000),
@@ -47,6 +54,22 @@ pub fn get() -> &'static Config {
                 .unwrap_or(35.0),
         },
     })
+}
+
+/// The real driver's channel buffer: 4 MiB less its 4 KiB head (`prof_buff_init`).
+const DEFAULT_PROF_BUF_BYTES: u64 = (4 << 20) - 4096;
+
+/// `name` reduced to characters that are safe in a /dev/shm file name.
+fn host_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn parse_kernel_us(v: &str) -> HashMap<String, f64> {
@@ -93,5 +116,6 @@ mod tests {
         assert_eq!(k.len(), 2);
         let f = parse_faults("a,b:3,c:*,d:x");
         assert_eq!(f, vec![("a".into(), 1), ("b".into(), 3), ("c".into(), 0)]);
+        assert_eq!(host_name("ci/job 7"), "ci_job_7");
     }
 }

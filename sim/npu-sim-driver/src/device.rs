@@ -10,11 +10,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use npu_sim_common::abi::{Cqe, Sqe, sqe_off, sqe_type};
+use npu_sim_common::abi::{
+    Cqe, STARS_FUNC_TYPE_BEGIN, STARS_FUNC_TYPE_END, Sqe, sqe_off, sqe_type,
+};
 use npu_sim_common::time::monotonic_ns;
 
 use crate::config::{self, Config};
 use crate::exec;
+use crate::prof::emit;
 use crate::task::{Outcome, Task};
 use crate::truth;
 
@@ -181,9 +184,11 @@ impl Device {
                     let event = task.sqe.u32_at(sqe_off::EVENT_ID);
                     let generation = task.sqe.u64_at(sqe_off::EVENT_GEN);
                     if st.events.get(&event).copied().unwrap_or(0) < generation {
+                        // The wait begins now; it ends when its event is recorded.
+                        let since_ns = emit::stamp(self.id, self.cfg, &task, STARS_FUNC_TYPE_BEGIN);
                         st.parked.push(Parked {
                             task,
-                            since_ns: monotonic_ns(),
+                            since_ns,
                             event,
                             generation,
                         });
@@ -194,7 +199,7 @@ impl Device {
                 task
             };
             self.space.notify_all();
-            let outcome = exec::run(self.cfg, &task);
+            let outcome = exec::run(self.id, self.cfg, &task);
             self.complete(task, outcome);
         }
     }
@@ -233,12 +238,12 @@ impl Device {
                 let done_gen = st.events.entry(event).or_insert(0);
                 *done_gen = (*done_gen).max(generation);
                 let done_gen = *done_gen;
-                let now = monotonic_ns();
                 let mut i = 0;
                 while i < st.parked.len() {
                     if st.parked[i].event == event && st.parked[i].generation <= done_gen {
                         let p = st.parked.swap_remove(i);
-                        done.push((p.task, Outcome::ok(p.since_ns, now)));
+                        let end_ns = emit::stamp(self.id, self.cfg, &p.task, STARS_FUNC_TYPE_END);
+                        done.push((p.task, Outcome::ok(p.since_ns, end_ns)));
                     } else {
                         i += 1;
                     }

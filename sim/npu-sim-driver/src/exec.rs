@@ -8,18 +8,21 @@ use npu_sim_common::time::monotonic_ns;
 
 use crate::config::Config;
 use crate::cost;
+use crate::prof::emit;
 use crate::task::{Outcome, Task, name_of};
 
 /// The device-side function libhccl puts in an HCCL SQE: runs the exchange, returns a CQE error.
 type HcclExec = unsafe extern "C" fn(ctx: u64) -> u32;
 
-pub fn run(cfg: &Config, task: &Task) -> Outcome {
+/// Runs `task` on a core of device `dev`. Its begin and end times go through `prof::emit`,
+/// which logs them on the device's profiling channel when that is on.
+pub fn run(dev: u32, cfg: &Config, task: &Task) -> Outcome {
     let sqe = &task.sqe;
     if sqe.ty() == sqe_type::HCCL && cfg.straggler_ms > 0 {
         // A straggler's device is late to every collective: idle time before the task starts.
         std::thread::sleep(std::time::Duration::from_millis(cfg.straggler_ms));
     }
-    let start_ns = monotonic_ns();
+    let start_ns = emit::stamp(dev, cfg, task, abi::STARS_FUNC_TYPE_BEGIN);
     let mut status = 0u32;
     let busy_until = match sqe.ty() {
         ty @ (sqe_type::AICORE | sqe_type::AICPU | sqe_type::AIV) => {
@@ -78,11 +81,12 @@ pub fn run(cfg: &Config, task: &Task) -> Outcome {
     } else {
         abi::CQE_ERROR_TYPE_EXCEPTION
     };
+    let end_ns = emit::stamp(dev, cfg, task, abi::STARS_FUNC_TYPE_END);
     Outcome {
         status,
         error_type,
         start_ns,
-        end_ns: monotonic_ns(),
+        end_ns,
     }
 }
 

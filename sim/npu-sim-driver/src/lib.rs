@@ -8,6 +8,7 @@ mod config;
 mod cost;
 mod device;
 mod exec;
+mod prof;
 mod task;
 mod truth;
 
@@ -17,7 +18,7 @@ use npu_sim_common::abi::{self, CQE_SIZE, Cqe, HalReportRecvInfo, HalTaskSendInf
 use npu_sim_common::time::{monotonic_ns, tid};
 use npu_sim_common::trace::api;
 
-const LIB: &str = "libascend_hal.so";
+pub(crate) const LIB: &str = "libascend_hal.so";
 
 /// A timeout field in ms: `None` (wait forever) when not positive.
 fn timeout_ms(ms: i32) -> Option<Duration> {

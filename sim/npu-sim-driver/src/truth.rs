@@ -2,7 +2,7 @@
 use npu_sim_common::abi::{self, sqe_off, sqe_type};
 use npu_sim_common::core;
 use npu_sim_common::json::Obj;
-use npu_sim_common::time::pid;
+use npu_sim_common::time::{monotonic_ns, pid};
 
 use crate::config::Config;
 use crate::task::{Outcome, Task, name_of};
@@ -114,6 +114,26 @@ pub fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
         Some(api) => o.str("api_fn", &api.0).u64("api_enter_ns", api.1),
         None => o.null("api_fn").null("api_enter_ns"),
     };
+    o.end();
+    line.push('\n');
+    core::write_truth(&line);
+}
+
+/// One `prof` line when a profiling channel this process started stops: the session's record
+/// counts (records the devices produced, read completely, and dropped for a full buffer).
+pub fn prof_line(device: u32, channel: u32, produced: u64, read: u64, lost: u64) {
+    if core::truth().is_none() {
+        return;
+    }
+    let mut line = String::with_capacity(160);
+    let mut o = Obj::begin(&mut line);
+    o.str("type", "prof")
+        .u64("pid", pid().into())
+        .u64("device", device.into());
+    o.u64("channel", channel.into())
+        .u64("produced", produced)
+        .u64("read", read);
+    o.u64("lost", lost).u64("stop_ns", monotonic_ns());
     o.end();
     line.push('\n');
     core::write_truth(&line);

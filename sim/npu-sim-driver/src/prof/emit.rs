@@ -1,0 +1,24 @@
+//! The device's side: every task's begin and end time is taken here. When channel 50 of the
+//! device is logging, the time is read under the channel lock and the record is stored with it,
+//! so a record carries exactly the time the ground truth reports, and records from every core
+//! of every process using the device reach the channel in timestamp order.
+use npu_sim_common::time::monotonic_ns;
+
+use crate::config::Config;
+use crate::prof::{local, record};
+use crate::task::Task;
+
+/// The host time `task` begins or ends (`func_type` STARS_FUNC_TYPE_BEGIN / _END) on device
+/// `dev`, logged on its channel 50 if that is on.
+pub fn stamp(dev: u32, cfg: &Config, task: &Task, func_type: u8) -> u64 {
+    let Some(ch) = local::channel(dev).filter(|c| c.logging()) else {
+        return monotonic_ns();
+    };
+    let locked = ch.lock();
+    let ns = monotonic_ns();
+    if locked.logging() {
+        let rec = record::encode(func_type, &task.sqe, task.sq_id, cfg.clock.cnt_at(ns));
+        locked.append(&rec.to_bytes(), ns);
+    }
+    ns
+}
