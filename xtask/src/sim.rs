@@ -5,7 +5,7 @@
 //!                                    libnpu_sim_core.so (simulator-internal shared state)
 //! DEST/ascend-toolkit/latest/include/npu_sim_cann.h
 //! DEST/driver/lib64/libascend_hal.so
-//! DEST/bin/npu-sim-app  npu-sim-app-dlopen  npu-sim-run
+//! DEST/bin/npu-sim-app  npu-sim-app-dlopen  npu-sim-run  npu-sim-prof
 //! DEST/set_env.sh
 //! ```
 //!
@@ -17,7 +17,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 /// Cargo packages of the simulator that produce installed artifacts.
-const PACKAGES: [&str; 7] = [
+const PACKAGES: [&str; 8] = [
     "npu-sim-core",
     "npu-sim-driver",
     "npu-sim-runtime",
@@ -25,13 +25,14 @@ const PACKAGES: [&str; 7] = [
     "npu-sim-hccl",
     "npu-sim-mstx",
     "npu-sim-run",
+    "npu-sim-prof",
 ];
 
 pub const TOOLKIT_LIB: &str = "ascend-toolkit/latest/lib64";
 pub const DRIVER_LIB: &str = "driver/lib64";
 
 /// (artifact in target/release, destination relative to the tree).
-const ARTIFACTS: [(&str, &str); 7] = [
+const ARTIFACTS: [(&str, &str); 8] = [
     ("libnpu_sim_core.so", TOOLKIT_LIB),
     ("libascendcl.so", TOOLKIT_LIB),
     ("libruntime.so", TOOLKIT_LIB),
@@ -39,6 +40,7 @@ const ARTIFACTS: [(&str, &str); 7] = [
     ("libms_tools_ext.so", TOOLKIT_LIB),
     ("libascend_hal.so", DRIVER_LIB),
     ("npu-sim-run", "bin"),
+    ("npu-sim-prof", "bin"),
 ];
 
 /// Builds the simulator and installs it under `dest`.

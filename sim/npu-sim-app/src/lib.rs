@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+pub mod prof;
+
 /// The installed simulator tree: `$NPU_SIM_HOME`, else `<workspace>/target/npu-sim`.
 pub fn sim_home() -> PathBuf {
     let home = std::env::var_os("NPU_SIM_HOME")
@@ -52,6 +54,8 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
         "NPU_SIM_FAULT_KERNEL",
         "NPU_SIM_TASK_ID_START",
         "NPU_SIM_STRAGGLER_MS",
+        "NPU_SIM_HOST",
+        "NPU_SIM_PROF_BUF_BYTES",
     ] {
         c.env_remove(var);
     }
