@@ -215,14 +215,16 @@ impl Locked<'_> {
         }
     }
 
+    /// The capacity, bounded again on every read: the file is shared with other processes, so
+    /// the slot arithmetic must not trust it.
     fn cap(&self) -> u64 {
-        Self::get(&self.h().cap).max(1)
+        Self::get(&self.h().cap).clamp(1, MAX_RECORDS as u64)
     }
 
     /// Records that still occupy the buffer: a record frees its slot once read completely.
     fn occupied(&self) -> u64 {
         let h = self.h();
-        Self::get(&h.tail) - Self::get(&h.head_bytes) / STARS_SOC_LOG_SIZE as u64
+        Self::get(&h.tail).saturating_sub(Self::get(&h.head_bytes) / STARS_SOC_LOG_SIZE as u64)
     }
 
     /// Stores one record produced at host time `ns`, or counts it lost when the buffer is full.
@@ -296,8 +298,9 @@ impl Locked<'_> {
     /// Copies up to `out.len()` readable bytes (possibly ending inside a record, as the real
     /// driver's byte ring does) and consumes them.
     pub fn read(&self, out: &mut [u8], now: u64) -> usize {
-        let n = (self.readable_bytes(now) as usize).min(out.len());
         let ring = (self.cap() as usize) * STARS_SOC_LOG_SIZE;
+        // Never more than one ring's worth, whatever the shared counters say.
+        let n = (self.readable_bytes(now) as usize).min(out.len()).min(ring);
         let head = Self::get(&self.h().head_bytes);
         let pos = (head % ring as u64) as usize;
         let first = n.min(ring - pos);
