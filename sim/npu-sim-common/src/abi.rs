@@ -251,7 +251,6 @@ pub const CQE_ERROR_TYPE_EXCEPTION: u8 = 1;
 
 // ---- profiling channels (driver pkg_inc/ascend_hal_base.h; msPTI channel_data.h, inject_base.h) ----
 /// Return codes of the `prof_*` functions that are not `drvError_t` values.
-pub const PROF_OK: i32 = 0;
 pub const PROF_ERROR: i32 = -1;
 pub const PROF_STOPPED_ALREADY: i32 = -4;
 /// Device ids the profiling API accepts (`DEV_NUM`).
