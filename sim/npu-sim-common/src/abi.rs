@@ -250,6 +250,8 @@ pub const CQE_ERROR_TYPE_NONE: u8 = 0;
 pub const CQE_ERROR_TYPE_EXCEPTION: u8 = 1;
 
 // ---- profiling channels (driver pkg_inc/ascend_hal_base.h; msPTI channel_data.h, inject_base.h) ----
+// (Prototypes, PROF_CHANNEL_STARS_SOC_LOG and StarsSocLog agree with shared/reference/cann_abi.h
+// section 6.)
 /// Return codes of the `prof_*` functions that are not `drvError_t` values.
 pub const PROF_ERROR: i32 = -1;
 pub const PROF_STOPPED_ALREADY: i32 = -4;
