@@ -172,6 +172,11 @@ fn one_owner_per_device_channel_host_wide() {
         assert_eq!((d.flush)(0, 50, &mut len), 0);
         assert_eq!(len, 0);
         assert_eq!((d.poll)(ready.as_mut_ptr(), 0, 1), PROF_ERROR);
+        assert_eq!(
+            (d.poll)(ready.as_mut_ptr(), 4, 1),
+            0,
+            "no data: times out empty"
+        );
     }
     assert_eq!((d.stop)(0, 50), 0);
     assert_eq!((d.stop)(0, 50), DRV_ERROR_STATUS_FAIL);
