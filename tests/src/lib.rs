@@ -8,17 +8,16 @@ use std::{
     process::{Command, Output},
 };
 
-use arrow::{
-    array::{Array, AsArray},
-    datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt8Type, UInt32Type, UInt64Type},
+use serde_json::Value;
+use tracer_schema::{
+    dataset::{Dataset, JsonRow},
+    session::Session,
 };
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use serde_json::{Map, Value};
 
 pub use npu_sim_app::{read_truth, scratch_dir, sim_command, sim_home};
 
 /// One row of a table, column name -> value (null for missing).
-pub type Row = Map<String, Value>;
+pub type Row = JsonRow;
 
 /// The `npu-bpftrace` binary cargo built next to this test executable.
 pub fn npu_bpftrace() -> PathBuf {
@@ -31,7 +30,7 @@ pub fn npu_bpftrace() -> PathBuf {
         .expect("target directory");
     assert!(
         bin.exists(),
-        "{} missing: build it with `cargo build -p tracer-user` (cargo test does)",
+        "{} missing: build it with `cargo build -p npu-bpftrace` (cargo test does)",
         bin.display()
     );
     bin
@@ -68,9 +67,8 @@ impl Recording {
         read_table(&self.dir, name)
     }
 
-    pub fn session(&self) -> Value {
-        let text = fs::read_to_string(self.dir.join("session.json")).expect("session.json");
-        serde_json::from_str(&text).expect("session.json is JSON")
+    pub fn session(&self) -> Session {
+        Session::read(&self.dir).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Ground-truth `api` lines of the traced (non-driver) libraries.
@@ -108,53 +106,14 @@ pub fn record(name: &str, extra: &[&str], workload: &[String]) -> Recording {
     Recording { dir, truth, output }
 }
 
-/// Every row of `DIR/<table>/host=*/part-*.parquet`.
+/// Every row of table `table` of the dataset in `dir`, read by the reader every tool
+/// shares (`tracer_schema::dataset`); no rows when the dataset lacks the table.
 pub fn read_table(dir: &Path, table: &str) -> Vec<Row> {
-    let mut rows = Vec::new();
-    let Ok(hosts) = fs::read_dir(dir.join(table)) else {
-        return rows;
-    };
-    let mut files: Vec<PathBuf> = hosts
-        .flatten()
-        .flat_map(|h| fs::read_dir(h.path()).into_iter().flatten().flatten())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .collect();
-    files.sort();
-    for file in files {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(fs::File::open(&file).unwrap())
-            .and_then(|b| b.build())
-            .unwrap_or_else(|e| panic!("{} is not valid Parquet: {e}", file.display()));
-        for batch in reader {
-            let batch = batch.expect("record batch");
-            let schema = batch.schema();
-            for i in 0..batch.num_rows() {
-                let mut row = Row::new();
-                for (field, column) in schema.fields().iter().zip(batch.columns()) {
-                    row.insert(field.name().clone(), cell(column.as_ref(), i));
-                }
-                rows.push(row);
-            }
-        }
-    }
-    rows
-}
-
-fn cell(column: &dyn Array, i: usize) -> Value {
-    if column.is_null(i) {
-        return Value::Null;
-    }
-    match column.data_type() {
-        DataType::UInt64 => column.as_primitive::<UInt64Type>().value(i).into(),
-        DataType::UInt32 => column.as_primitive::<UInt32Type>().value(i).into(),
-        DataType::UInt8 => column.as_primitive::<UInt8Type>().value(i).into(),
-        DataType::Int64 => column.as_primitive::<Int64Type>().value(i).into(),
-        DataType::Int32 => column.as_primitive::<Int32Type>().value(i).into(),
-        DataType::Boolean => column.as_boolean().value(i).into(),
-        DataType::Float64 => column.as_primitive::<Float64Type>().value(i).into(),
-        DataType::Utf8 => column.as_string::<i32>().value(i).into(),
-        other => panic!("unexpected column type {other}"),
-    }
+    Dataset::open(dir)
+        .unwrap_or_else(|e| panic!("reading the dataset {}: {e:#}", dir.display()))
+        .table(table)
+        .json_rows()
+        .unwrap_or_else(|e| panic!("reading table {table}: {e:#}"))
 }
 
 /// Integer view of a JSON number (signed or not) for comparisons.

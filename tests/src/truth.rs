@@ -1,6 +1,6 @@
 //! Comparing the `api` table with the simulator's ground truth, call by call.
 use serde_json::Value;
-use tracer_user::catalog::{self, Column, ProbeDef};
+use tracer_catalog::{self as catalog, Column, ProbeDef};
 
 use crate::{Row, group, int};
 
@@ -182,10 +182,10 @@ fn expected_value(column: Column, v: &Value) -> Value {
     let n = int(v).unwrap_or_else(|| panic!("argument {v} is not an integer"));
     let text = |s: &str| Value::String(s.to_string());
     match column {
-        Column::AclMemcpyKind => text(catalog::acl_memcpy_kind(n as u32)),
-        Column::RtMemcpyKind => text(catalog::rt_memcpy_kind(n as u32)),
-        Column::DataType => text(catalog::hccl_data_type(n as u32)),
-        Column::ReduceOp => text(catalog::hccl_reduce_op(n as u32)),
+        Column::AclMemcpyKind => text(catalog::acl_memcpy_kind(n as u32).as_str()),
+        Column::RtMemcpyKind => text(catalog::rt_memcpy_kind(n as u32).as_str()),
+        Column::DataType => text(catalog::hccl_data_type(n as u32).as_str()),
+        Column::ReduceOp => text(catalog::hccl_reduce_op(n as u32).as_str()),
         // Columns are typed narrower than the truth's JSON numbers; compare as the C type.
         Column::DeviceId => text(&(n as i32).to_string()),
         Column::BlockDim | Column::Rank => text(&(n as u32).to_string()),

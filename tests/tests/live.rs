@@ -8,6 +8,7 @@ use std::{
 };
 
 use serde_json::Value;
+use tracer_schema::session::Session;
 use tests::{
     Row, read_table, read_truth, scratch_dir, sim_command, tracer_command,
     truth::assert_api_matches,
@@ -59,8 +60,8 @@ fn stop(mut app: Child) {
     assert!(status.success(), "workload failed: {status}");
 }
 
-fn session(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap()).unwrap()
+fn session(dir: &Path) -> Session {
+    Session::read(dir).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Truth api lines of `pid` (traced libraries only).
@@ -138,18 +139,13 @@ fn attach_to_running_process_names_kernels_registered_before() {
             .all(|r| r["pid"].as_u64() == Some(u64::from(pid)))
     );
     let session = session(&dir);
-    let drops: u64 = session["drops"]
-        .as_object()
-        .unwrap()
-        .values()
-        .filter_map(Value::as_u64)
-        .sum();
     assert_eq!(
-        drops, 0,
-        "attaching mid-call must not leak call frames: {}",
-        session["drops"]
+        session.total_drops(),
+        0,
+        "attaching mid-call must not leak call frames: {:?}",
+        session.drops
     );
-    let started = session["clock_start"]["monotonic_ns"].as_u64().unwrap();
+    let started = session.clock_start.monotonic_ns;
     let checked = assert_window_complete(&rows, &truth_of(&truth, pid), started);
     assert!(checked > 100, "only {checked} calls in the window");
     let launches: Vec<&Row> = rows
@@ -210,7 +206,7 @@ fn system_wide_traces_processes_started_later() {
         .filter(|r| r["pid"].as_u64() == Some(pid))
         .collect();
     assert_api_matches(&rows, &truth_of(&truth, pid as u32));
-    assert_eq!(session(&dir)["complete"], true);
+    assert!(session(&dir).complete);
 }
 
 #[test]
@@ -240,10 +236,5 @@ fn killed_process_leaves_incomplete_calls() {
         "the call blocked at the kill is reported incomplete: {incomplete:?}"
     );
     assert!(incomplete.iter().all(|r| r["end_ns"].is_null()));
-    assert!(
-        session(&dir)["correlation"]["incomplete_calls"]
-            .as_u64()
-            .unwrap()
-            >= 1
-    );
+    assert!(session(&dir).correlation.incomplete_calls >= 1);
 }

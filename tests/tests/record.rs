@@ -9,14 +9,8 @@ fn check(recording: &Recording) {
     let comparison = assert_api_matches(&rows, &truth);
     println!("{comparison:?}");
     let session = recording.session();
-    assert_eq!(session["complete"], true);
-    let drops: u64 = session["drops"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
-    assert_eq!(drops, 0, "drops: {}", session["drops"]);
+    assert!(session.complete);
+    assert_eq!(session.total_drops(), 0, "drops: {:?}", session.drops);
 }
 
 fn args(list: &[&str]) -> Vec<String> {

@@ -10,11 +10,8 @@ use std::{
 };
 
 use tracer_common::{Config, ProbeSpec};
-use tracer_user::{
-    bpf::Probes,
-    decode::{Record, decode},
-    symbols::SymbolTable,
-};
+use npu_bpftrace::{bpf::Probes, symbols::SymbolTable};
+use tracer_core::decode::{Record, decode};
 
 const PROBE_ID: u16 = 7;
 

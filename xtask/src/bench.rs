@@ -6,7 +6,7 @@
 //!    pair on every function npu-bpftrace attaches (bpftrace, the floor), under
 //!    `npu-bpftrace record`, and under bpftrace doing the equivalent work. Rounds interleave
 //!    the four configurations; medians are reported.
-//! 2. Agent throughput without the kernel: `examples/agent_replay` (tracer_user::bench).
+//! 2. Agent throughput without the kernel: `npu-bpftrace/examples/replay`.
 //! 3. Sustained load: `npu-sim-app burst` under `npu-bpftrace record`.
 //! 4. Output size: Parquet bytes per row of the 2-rank `train` workload.
 //!
@@ -25,6 +25,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
+use tracer_schema::session::Session;
 
 use crate::{cargo, setup, sim, workspace_root};
 
@@ -142,8 +143,8 @@ fn check_root() -> Result<()> {
 /// simulator, and compiles `bench-calls` against it.
 fn prepare() -> Result<Paths> {
     let status = cargo()
-        .args(["build", "--release", "-p", "tracer-user"])
-        .args(["--bin", "npu-bpftrace", "--example", "agent_replay"])
+        .args(["build", "--release", "-p", "npu-bpftrace"])
+        .args(["--bin", "npu-bpftrace", "--example", "replay"])
         .status()
         .context("running cargo build")?;
     if !status.success() {
@@ -197,7 +198,7 @@ fn prepare() -> Result<Paths> {
     Ok(Paths {
         dir: dir.canonicalize()?,
         tracer: release.join("npu-bpftrace"),
-        replay: release.join("examples/agent_replay"),
+        replay: release.join("examples/replay"),
         sim: sim_dir,
         bench_calls,
     })
@@ -282,7 +283,7 @@ struct Sample {
     tracer: Option<Usage>,
     quiet: bool,
     /// npu-bpftrace: session.json
-    session: Option<Value>,
+    session: Option<Session>,
 }
 
 impl Sample {
@@ -440,10 +441,7 @@ fn run_calls(
         sample.tracer = Some(usage);
     }
     if config == Config::NpuBpftrace {
-        let path = out.join("trace/session.json");
-        let text =
-            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        sample.session = Some(serde_json::from_str(&text)?);
+        sample.session = Some(Session::read(&out.join("trace"))?);
         // The dataset is not needed once its session is read.
         for entry in fs::read_dir(out.join("trace"))?.flatten() {
             if entry.path().is_dir() {
@@ -506,20 +504,13 @@ fn print_sample(round: usize, config: Config, s: &Sample) {
 
 /// The floor script (empty uprobe and uretprobe blocks) and bpftrace's equivalent of
 /// npu-bpftrace's work, on exactly the functions npu-bpftrace attached (session.json).
-fn bpftrace_scripts(dir: &Path, session: &Value) -> Result<(PathBuf, PathBuf, usize)> {
+fn bpftrace_scripts(dir: &Path, session: &Session) -> Result<(PathBuf, PathBuf, usize)> {
     let mut floor = String::from("BEGIN {}\n");
     let mut equivalent = String::from("BEGIN {}\n");
     let mut n = 0;
-    for file in session["attached"]
-        .as_array()
-        .context("session.json: attached")?
-    {
-        let path = file["path"].as_str().context("attached: path")?;
-        for func in file["functions"]
-            .as_array()
-            .context("attached: functions")?
-        {
-            let func = func.as_str().context("attached: function")?;
+    for file in &session.attached {
+        let path = file.path.display();
+        for func in &file.functions {
             writeln!(
                 floor,
                 "uprobe:{path}:{func} {{}}\nuretprobe:{path}:{func} {{}}"
@@ -613,14 +604,10 @@ fn summarize_overhead(
             (c.key().to_string(), json!(median(v)))
         })
         .collect();
-    let npu_sessions: Vec<&Value> = samples[&Config::NpuBpftrace]
+    let drops: u64 = samples[&Config::NpuBpftrace]
         .iter()
         .filter_map(|s| s.session.as_ref())
-        .collect();
-    let drops: u64 = npu_sessions
-        .iter()
-        .filter_map(|s| s["drops"].as_object())
-        .flat_map(|d| d.values().filter_map(Value::as_u64))
+        .map(Session::total_drops)
         .sum();
     let clean = samples
         .values()
@@ -661,9 +648,9 @@ fn replay(plan: &Plan, paths: &Paths) -> Result<Value> {
         .output()
         .with_context(|| format!("running {}", paths.replay.display()))?;
     if !output.status.success() {
-        bail!("agent_replay failed: {}", output.status);
+        bail!("the replay example failed: {}", output.status);
     }
-    let report: Value = serde_json::from_slice(&output.stdout).context("agent_replay output")?;
+    let report: Value = serde_json::from_slice(&output.stdout).context("replay example output")?;
     let _ = fs::remove_dir_all(&out);
     println!(
         "   {} API calls in {:.2} s CPU: {:.0} calls/s per core",
@@ -714,7 +701,7 @@ fn sustained(
             out.display()
         );
     }
-    let session = read_session(&out.join("trace"))?;
+    let session = Session::read(&out.join("trace"))?;
     // "npu-sim-app: burst done: N launches from K threads in S s (R/s)"
     let launches_per_sec = text
         .lines()
@@ -732,17 +719,14 @@ fn sustained(
         (Some(cpu), Some(wall)) if wall > 0.0 => cpu / wall,
         _ => usage.self_cpu_s / usage.wall_s.max(1e-9),
     };
-    let drops: u64 = session["drops"]
-        .as_object()
-        .map_or(0, |d| d.values().filter_map(Value::as_u64).sum());
-    let rows = session["rows"].clone();
-    let api_rows = rows["api"].as_u64().unwrap_or(0);
+    let drops = session.total_drops();
+    let api_rows = session.rows.get("api").copied().unwrap_or(0);
     let r = json!({
         "seconds": plan.burst_seconds,
         "threads": threads,
         "launches_per_sec": launches_per_sec,
         "drops": drops,
-        "drops_by_kind": session["drops"],
+        "drops_by_kind": session.drops,
         "agent_wall_seconds": usage.wall_s,
         "agent_cpu_seconds": usage.self_cpu_s,
         "agent_cpu_share": share,
@@ -754,10 +738,10 @@ fn sustained(
         "agent_rss_anon_bytes_at_peak": usage.rss_anon_bytes,
         "agent_rss_file_bytes_at_peak": usage.rss_file_bytes,
         "max_rss_with_traced_command_bytes": usage.max_rss_with_children_bytes,
-        "rows": rows,
-        "files": session["files"],
-        "bytes": session["bytes"],
-        "correlation": session["correlation"],
+        "rows": session.rows,
+        "files": session.files,
+        "bytes": session.bytes,
+        "correlation": session.correlation,
         "no_other_tracer_seen": quiet && !usage.foreign_tracer_seen,
     });
     println!(
@@ -768,12 +752,6 @@ fn sustained(
     );
     remove_tables(&out.join("trace"));
     Ok(r)
-}
-
-fn read_session(dir: &Path) -> Result<Value> {
-    let path = dir.join("session.json");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(serde_json::from_str(&text)?)
 }
 
 /// Removes a dataset's tables, keeping session.json.
@@ -820,10 +798,9 @@ fn output_size(
     if !status.success() {
         bail!("train run failed ({status}); see {}", out.display());
     }
-    let session = read_session(&out.join("trace"))?;
+    let session = Session::read(&out.join("trace"))?;
     let mut tables = serde_json::Map::new();
-    for (table, rows) in session["rows"].as_object().context("session.json: rows")? {
-        let rows = rows.as_u64().unwrap_or(0);
+    for (table, &rows) in &session.rows {
         let (bytes, files) = table_bytes(&out.join("trace").join(table))?;
         let per_row = if rows > 0 {
             Some(bytes as f64 / rows as f64)
@@ -852,7 +829,7 @@ fn output_size(
         "bytes_per_api_row": api["bytes_per_row"],
         "bytes_per_kernel_row": kernel["bytes_per_row"],
         "tables": tables,
-        "drops": session["drops"],
+        "drops": session.drops,
     });
     remove_tables(&out.join("trace"));
     Ok(r)
@@ -961,7 +938,7 @@ fn git_state() -> Value {
         "--",
         "tracer-common",
         "tracer-ebpf",
-        "tracer-user",
+        "npu-bpftrace",
     ])
     .unwrap_or_default()
     .lines()

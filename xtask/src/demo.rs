@@ -157,7 +157,7 @@ fn build_tracer() -> Result<PathBuf> {
             "build",
             "--release",
             "-p",
-            "tracer-user",
+            "npu-bpftrace",
             "--bin",
             "npu-bpftrace",
         ])

@@ -1,0 +1,704 @@
+//! A tracing session: preflight checks, loading and attaching the probes, and the tokio
+//! pipeline ring buffer -> decode -> correlate -> sinks, until the session is told to stop.
+use std::{
+    collections::BTreeMap,
+    ffi::OsString,
+    fs,
+    os::unix::{fs::DirBuilderExt, process::CommandExt},
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use aya::maps::{MapData, RingBuf};
+use tokio::{
+    io::{Interest, unix::AsyncFd},
+    signal::unix::{SignalKind, signal},
+    sync::{mpsc, watch},
+};
+use tracer_common::{Config, TaskInfo, TaskKey};
+
+use tracer_catalog::{self as catalog, CATALOG, Library};
+use tracer_core::{
+    clock::ClockReading,
+    correlate::{Correlator, FinalState, Output},
+    decode::{Record, decode},
+};
+use tracer_schema::session::{ActivityStats, ClockSummary, CorrelateStats, Session};
+
+use crate::{
+    attach::{Attacher, Selection},
+    bpf::Probes,
+    discovery::{self, LibraryFile},
+    driver::{self, Devices, Driver},
+    progress::{ProcessCounter, Progress, StatusLine},
+    symbolize::Symbolizer,
+    session::{self, clock_ns},
+    sink::{
+        parquet::{ParquetSink, SinkOptions, SinkStats},
+        print::Printer,
+    },
+};
+
+/// What to trace.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Already running processes.
+    Attach(Vec<u32>),
+    /// A command started by the agent, traced with its children from its first instruction.
+    Command(Vec<OsString>),
+    /// Every process on the host that maps the CANN libraries, including later ones.
+    SystemWide,
+}
+
+impl Mode {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Attach(_) => "attach",
+            Self::Command(_) => "record",
+            Self::SystemWide => "system-wide",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    pub mode: Mode,
+    pub selection: Selection,
+    /// Extra library files or directories to attach to.
+    pub libs: Vec<PathBuf>,
+    pub out_dir: PathBuf,
+    pub duration: Option<Duration>,
+    pub print: bool,
+    pub ringbuf_bytes: u32,
+}
+
+/// How a session ended.
+pub struct TraceSummary {
+    pub out_dir: PathBuf,
+    pub session: Session,
+    /// Exit status of the traced command (record mode).
+    pub command_status: Option<std::process::ExitStatus>,
+}
+
+/// What the correlator receives.
+pub enum Input {
+    /// Decoded ring-buffer records.
+    Records(Vec<Record>),
+    /// A device clock reading taken by the agent through the driver.
+    Clock(ClockReading),
+    /// Submitted tasks of processes that exited before completing them.
+    Lost(Vec<(TaskKey, TaskInfo)>),
+    /// The end of tracing: what only the kernel maps still know.
+    Finish(FinalState),
+}
+
+impl From<ClockReading> for Input {
+    fn from(reading: ClockReading) -> Self {
+        Self::Clock(reading)
+    }
+}
+
+/// Messages in flight from the poller (and the clock sampler) to the correlator.
+const CHANNEL_BATCHES: usize = 32;
+/// Upper bound of records per batch, so the correlator sees data while a burst lasts.
+const BATCH_RECORDS: usize = 2048;
+/// How often the ring buffer is drained when the BPF side has not woken the poller.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How often rows become durable Parquet files and processes are rescanned.
+const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+pub fn trace(opts: TraceOptions) -> Result<TraceSummary> {
+    preflight(&opts)?;
+    limit_malloc_arenas();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(run(opts))
+}
+
+/// A few malloc arenas suffice for a handful of threads; each extra arena keeps its own
+/// high-water mark of freed memory.
+fn limit_malloc_arenas() {
+    // SAFETY: mallopt only tunes glibc's allocator.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+}
+
+/// Each flush drops a second's worth of Arrow and Parquet buffers; hand that memory back
+/// so the agent's footprint follows its live data, not its peak.
+fn release_freed_memory() {
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe { libc::malloc_trim(0) };
+}
+
+/// Clear, early errors for what a user can fix.
+fn preflight(opts: &TraceOptions) -> Result<()> {
+    ensure_privileged()?;
+    if let Mode::Attach(pids) = &opts.mode {
+        for &pid in pids {
+            check_attachable(pid)?;
+        }
+    }
+    if opts.out_dir.join("session.json").exists() {
+        bail!(
+            "{} already holds a trace (session.json); choose another --out",
+            opts.out_dir.display()
+        );
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&opts.out_dir)
+        .with_context(|| format!("cannot create output directory {}", opts.out_dir.display()))?;
+    let probe = opts.out_dir.join(".write-test");
+    fs::write(&probe, b"").with_context(|| {
+        format!(
+            "cannot write to output directory {}",
+            opts.out_dir.display()
+        )
+    })?;
+    let _ = fs::remove_file(probe);
+    Ok(())
+}
+
+fn ensure_privileged() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 || has_bpf_capabilities() {
+        return Ok(());
+    }
+    bail!("loading BPF programs needs root, or the CAP_BPF and CAP_PERFMON capabilities (try sudo)")
+}
+
+/// CAP_PERFMON (38) and CAP_BPF (39) in the effective set.
+fn has_bpf_capabilities() -> bool {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (3 << 38) == 3 << 38)
+}
+
+fn check_attachable(pid: u32) -> Result<()> {
+    if !PathBuf::from(format!("/proc/{pid}")).exists() {
+        bail!("no such process: {pid}");
+    }
+    let libs = discovery::mapped_libraries(pid)?;
+    if libs.is_empty() {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        bail!(
+            "process {pid} ({}) maps no CANN library (libascendcl.so, libruntime.so, libhccl.so, \
+             libms_tools_ext.so, libascend_hal.so); is it an NPU program?",
+            comm.trim()
+        );
+    }
+    Ok(())
+}
+
+async fn run(opts: TraceOptions) -> Result<TraceSummary> {
+    let mut probes = load_probes(&opts)?;
+    let mut child = match &opts.mode {
+        Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
+        _ => None,
+    };
+    let targets = match (&opts.mode, &child) {
+        (Mode::Attach(pids), _) => pids.clone(),
+        (_, Some(child)) => vec![child.pid()],
+        _ => Vec::new(),
+    };
+    for &pid in &targets {
+        probes.add_target(pid)?;
+    }
+    let mut attacher = attach_initial(&opts, &mut probes)?;
+
+    let host = SinkOptions::default().host;
+    let mut session = session::start(host.clone(), opts.mode.name().into(), targets);
+    session.attached = attacher.attached().to_vec();
+    session.write(&opts.out_dir)?;
+    let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host))?;
+    let pipeline = Pipeline::start(&opts, &mut probes, &attacher, sink)?;
+    if let Some(child) = &mut child {
+        child.release()?;
+    }
+
+    let command_status = wait_for_stop(&opts, &mut probes, &mut attacher, child, &pipeline).await?;
+    let (report, decode_errors) = pipeline.stop(&mut probes).await?;
+    finish_session(&mut session, &attacher, &probes, report, decode_errors)?;
+    session.write(&opts.out_dir)?;
+    probes.close();
+    Ok(TraceSummary {
+        out_dir: opts.out_dir.clone(),
+        session,
+        command_status,
+    })
+}
+
+/// Loads the BPF programs and tells them what every catalog entry captures.
+fn load_probes(opts: &TraceOptions) -> Result<Probes> {
+    let mut probes = Probes::load(opts.ringbuf_bytes)?;
+    for (i, def) in CATALOG.iter().enumerate() {
+        let quiet = !opts.selection.is_enabled(i as u16);
+        probes.set_probe_spec(i as u16, def.spec(quiet))?;
+    }
+    probes.set_layout(catalog::DEVICE_LAYOUT)?;
+    let fork_child_pid_offset = probes.attach_lifecycle()?;
+    probes.set_config(Config {
+        filter_targets: u8::from(!matches!(opts.mode, Mode::SystemWide)),
+        follow_children: u8::from(matches!(opts.mode, Mode::Command(_))),
+        fork_child_pid_offset,
+        _pad: 0,
+    })?;
+    Ok(probes)
+}
+
+/// Attaches to the libraries known before tracing starts.
+fn attach_initial(opts: &TraceOptions, probes: &mut Probes) -> Result<Attacher> {
+    let mut attacher = Attacher::new(opts.selection.clone());
+    for file in initial_libraries(opts)? {
+        attacher.attach(probes, file)?;
+    }
+    if attacher.function_count() == 0 {
+        bail!(
+            "no enabled function resolves in the CANN libraries found; check --domain/--function and --lib"
+        );
+    }
+    Ok(attacher)
+}
+
+fn finish_session(
+    session: &mut Session,
+    attacher: &Attacher,
+    probes: &Probes,
+    report: ConsumeReport,
+    decode_errors: u64,
+) -> Result<()> {
+    session.clock_end = Some(session::clock_sample());
+    session.complete = true;
+    session.attached = attacher.attached().to_vec();
+    session::set_drops(session, &probes.drops()?);
+    if decode_errors > 0 {
+        session
+            .drops
+            .insert("undecodable_records".to_owned(), decode_errors);
+    }
+    session.correlation = report.correlation;
+    session.activity = report.activity;
+    session.clocks = report.clocks;
+    session.rows = report
+        .sink
+        .rows
+        .into_iter()
+        .map(|(table, rows)| (table.to_owned(), rows))
+        .collect();
+    session.files = report.sink.files;
+    session.bytes = report.sink.bytes;
+    Ok(())
+}
+
+/// The running tasks of the pipeline: ring-buffer poller, clock sampler, correlator.
+struct Pipeline {
+    stop: watch::Sender<bool>,
+    tx: mpsc::Sender<Input>,
+    poller: tokio::task::JoinHandle<Result<u64>>,
+    sampler: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
+    consumer: tokio::task::JoinHandle<Result<ConsumeReport>>,
+    progress: Arc<Progress>,
+}
+
+impl Pipeline {
+    fn start(
+        opts: &TraceOptions,
+        probes: &mut Probes,
+        attacher: &Attacher,
+        sink: ParquetSink,
+    ) -> Result<Self> {
+        let (stop, stop_rx) = watch::channel(false);
+        let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+        let devices = Devices::default();
+        let sampler = driver_library(attacher)
+            .and_then(Driver::open)
+            .map(|driver| {
+                let stop = Arc::new(AtomicBool::new(false));
+                (
+                    driver::spawn_sampler(driver, devices.clone(), tx.clone(), stop.clone()),
+                    stop,
+                )
+            });
+        let poller = tokio::spawn(poll_ring(probes.take_events()?, tx.clone(), stop_rx));
+        let progress = Arc::new(Progress::default());
+        let consumer = tokio::spawn(consume(rx, sink, opts.print, devices, progress.clone()));
+        Ok(Self {
+            stop,
+            tx,
+            poller,
+            sampler,
+            consumer,
+            progress,
+        })
+    }
+
+    /// Drains the ring buffer, takes a last clock sample, hands the correlator what only
+    /// the kernel maps still know, and waits for it to write everything.
+    async fn stop(self, probes: &mut Probes) -> Result<(ConsumeReport, u64)> {
+        let _ = self.stop.send(true);
+        let decode_errors = self.poller.await.context("ring-buffer poller panicked")??;
+        if let Some((sampler, stop)) = self.sampler {
+            stop.store(true, Ordering::Relaxed);
+            let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
+        }
+        let end = FinalState {
+            missing_tasks: probes.drain_tasks(|_| true)?,
+            drops: probes.drops()?.to_vec(),
+            now_ns: clock_ns(libc::CLOCK_MONOTONIC),
+        };
+        let _ = self.tx.send(Input::Finish(end)).await;
+        drop(self.tx);
+        let report = self.consumer.await.context("correlator task panicked")??;
+        Ok((report, decode_errors))
+    }
+}
+
+/// The driver library of the traced processes, to read device clocks through.
+fn driver_library(attacher: &Attacher) -> Option<&Path> {
+    attacher
+        .attached()
+        .iter()
+        .find(|f| f.library == Library::AscendHal.file_name())
+        .map(|f| f.path.as_path())
+}
+
+/// Libraries attached before tracing starts.
+fn initial_libraries(opts: &TraceOptions) -> Result<Vec<LibraryFile>> {
+    let installed = || {
+        let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
+        discovery::installed_libraries(&discovery::install_dirs(ld_path.as_deref()), &opts.libs)
+    };
+    let files = match &opts.mode {
+        Mode::Attach(pids) => {
+            let mut files = discovery::installed_libraries(&[], &opts.libs);
+            for &pid in pids {
+                files.extend(discovery::mapped_libraries(pid)?);
+            }
+            files
+        }
+        Mode::Command(_) => installed(),
+        Mode::SystemWide => {
+            let mut files = installed();
+            files.extend(discovery::scan_processes().into_iter().flat_map(|(_, l)| l));
+            files
+        }
+    };
+    if files.is_empty() {
+        bail!(
+            "no CANN libraries found: set ASCEND_HOME_PATH (source CANN's set_env.sh), \
+             add their directory to LD_LIBRARY_PATH, or pass --lib PATH"
+        );
+    }
+    Ok(files)
+}
+
+/// Waits for Ctrl-C, SIGTERM, --duration, the command's exit (record) or the targets' exit
+/// (attach); meanwhile attaches to CANN libraries that processes map later.
+async fn wait_for_stop(
+    opts: &TraceOptions,
+    probes: &mut Probes,
+    attacher: &mut Attacher,
+    child: Option<GatedChild>,
+    pipeline: &Pipeline,
+) -> Result<Option<std::process::ExitStatus>> {
+    let mut status = StatusLine::new();
+    let (tx, progress) = (&pipeline.tx, pipeline.progress.as_ref());
+    let stopped = wait_loop(opts, probes, attacher, child, tx, progress, &mut status).await;
+    status.finish();
+    stopped
+}
+
+async fn wait_loop(
+    opts: &TraceOptions,
+    probes: &mut Probes,
+    attacher: &mut Attacher,
+    child: Option<GatedChild>,
+    tx: &mpsc::Sender<Input>,
+    progress: &Progress,
+    status: &mut StatusLine,
+) -> Result<Option<std::process::ExitStatus>> {
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    let mut exited = child.map(GatedChild::wait);
+    loop {
+        tokio::select! {
+            _ = sigint.recv() => return Ok(None),
+            _ = sigterm.recv() => return Ok(None),
+            _ = sleep_until(deadline) => return Ok(None),
+            status = wait_exit(&mut exited) => return Ok(Some(status?)),
+            _ = tick.tick() => {
+                if let Mode::Attach(pids) = &opts.mode
+                    && pids.iter().all(|&pid| !process_alive(pid))
+                {
+                    return Ok(None);
+                }
+                rescan(opts, probes, attacher)?;
+                let lost = probes.drain_tasks(|tgid| !process_alive(tgid))?;
+                if !lost.is_empty() {
+                    let _ = tx.send(Input::Lost(lost)).await;
+                }
+                status.update(progress, probes.drops()?.iter().sum());
+            }
+        }
+    }
+}
+
+fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn wait_exit(
+    exited: &mut Option<tokio::task::JoinHandle<std::io::Result<std::process::ExitStatus>>>,
+) -> Result<std::process::ExitStatus> {
+    match exited {
+        Some(handle) => Ok(handle.await.context("waiting for the command")??),
+        None => std::future::pending().await,
+    }
+}
+
+/// Attaches to CANN library files that traced processes (or, system-wide, any process)
+/// mapped since the last scan, e.g. from a container or a private install.
+fn rescan(opts: &TraceOptions, probes: &mut Probes, attacher: &mut Attacher) -> Result<()> {
+    let pids: Vec<u32> = match &opts.mode {
+        Mode::SystemWide => discovery::scan_processes()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect(),
+        _ => probes.targets()?,
+    };
+    for pid in pids {
+        for file in discovery::mapped_libraries(pid).unwrap_or_default() {
+            attacher.attach(probes, file)?;
+        }
+    }
+    Ok(())
+}
+
+/// Drains the ring buffer whenever it is readable and forwards decoded batches. On stop,
+/// drains what is left so nothing already recorded is lost.
+async fn poll_ring(
+    ring: RingBuf<MapData>,
+    tx: mpsc::Sender<Input>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<u64> {
+    // SAFETY: the ring buffer owns its fd and outlives the registration (both move here).
+    let mut fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        .map_err(|e| anyhow::anyhow!("registering the ring buffer with tokio: {e}"))?;
+    // The BPF side wakes us only once data piles up; small amounts wait for this tick.
+    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut decode_errors = 0;
+    loop {
+        tokio::select! {
+            guard = fd.readable_mut() => {
+                let mut guard = guard?;
+                if !forward_all(guard.get_inner_mut(), &tx, &mut decode_errors).await {
+                    return Ok(decode_errors);
+                }
+                guard.clear_ready();
+            }
+            _ = tick.tick() => {
+                if !forward_all(fd.get_mut(), &tx, &mut decode_errors).await {
+                    return Ok(decode_errors);
+                }
+            }
+            _ = stop.changed() => break,
+        }
+    }
+    forward_all(fd.get_mut(), &tx, &mut decode_errors).await;
+    Ok(decode_errors)
+}
+
+/// Sends everything the ring buffer holds, in batches; false once nobody listens.
+async fn forward_all(
+    ring: &mut RingBuf<MapData>,
+    tx: &mpsc::Sender<Input>,
+    decode_errors: &mut u64,
+) -> bool {
+    loop {
+        let batch = drain(ring, decode_errors);
+        let full = batch.len() == BATCH_RECORDS;
+        if !batch.is_empty() && tx.send(Input::Records(batch)).await.is_err() {
+            return false;
+        }
+        if !full {
+            return true;
+        }
+    }
+}
+
+fn drain(ring: &mut RingBuf<MapData>, decode_errors: &mut u64) -> Vec<Record> {
+    let mut batch = Vec::with_capacity(256);
+    while batch.len() < BATCH_RECORDS {
+        let Some(item) = ring.next() else { break };
+        match decode(&item) {
+            Ok(record) => batch.push(record),
+            Err(_) => *decode_errors += 1,
+        }
+    }
+    batch
+}
+
+/// What the correlator learned, for session.json.
+struct ConsumeReport {
+    correlation: CorrelateStats,
+    activity: ActivityStats,
+    clocks: BTreeMap<u32, ClockSummary>,
+    sink: SinkStats,
+}
+
+/// Correlates records and writes rows; makes them durable once a second.
+async fn consume(
+    mut rx: mpsc::Receiver<Input>,
+    mut sink: ParquetSink,
+    print: bool,
+    devices: Devices,
+    progress: Arc<Progress>,
+) -> Result<ConsumeReport> {
+    let mut correlator = Correlator::new(Box::new(Symbolizer::default()));
+    let mut processes = ProcessCounter::default();
+    let mut printer = Printer::new(print);
+    let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    let mut end = FinalState::default();
+    loop {
+        tokio::select! {
+            input = rx.recv() => match input {
+                Some(Input::Records(batch)) => {
+                    processes.observe(&batch, &progress);
+                    for record in &batch {
+                        correlator.push(record, &mut printer);
+                    }
+                    if let Ok(mut known) = devices.lock() {
+                        known.extend(correlator.devices());
+                    }
+                    write(&mut sink, correlator.take_output(), &progress)?;
+                }
+                Some(Input::Clock(reading)) => correlator.clock_reading(reading),
+                Some(Input::Lost(tasks)) => correlator.tasks_lost(&tasks, clock_ns(libc::CLOCK_MONOTONIC)),
+                Some(Input::Finish(state)) => end = state,
+                None => break,
+            },
+            _ = tick.tick() => {
+                sink.flush()?;
+                release_freed_memory();
+            }
+        }
+    }
+    correlator.finish(&mut printer, &end);
+    write(&mut sink, correlator.take_output(), &progress)?;
+    Ok(ConsumeReport {
+        correlation: correlator.stats(),
+        activity: correlator.activity().stats(),
+        clocks: correlator.activity().clock_summaries(),
+        sink: sink.finish()?,
+    })
+}
+
+fn write(sink: &mut ParquetSink, output: Output, progress: &Progress) -> Result<()> {
+    progress.add_rows(output.len() as u64);
+    sink.write_output(output)
+}
+
+/// A command started stopped at a gate, so probes are attached before it runs its first
+/// instruction. `sh` holds the gate (reading fd 3) and then `exec`s the command in place,
+/// keeping the pid the agent already registered as a target.
+struct GatedChild {
+    child: std::process::Child,
+    gate: Option<fs::File>,
+}
+
+impl GatedChild {
+    fn spawn(argv: &[OsString]) -> Result<Self> {
+        let Some(program) = argv.first() else {
+            bail!("record needs a command after `--`, or --system-wide");
+        };
+        let (read_end, write_end) = pipe()?;
+        let mut command = std::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(r#"read -r _ <&3 || exit 127; exec 3<&-; exec "$@""#)
+            .arg("npu-bpftrace-gate")
+            .args(argv);
+        let read_fd = read_end.into_raw();
+        // SAFETY: dup2/close on inherited fds between fork and exec; async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(read_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {}", program.to_string_lossy()))?;
+        // SAFETY: our copy of the read end is no longer needed once the child has it.
+        unsafe { libc::close(read_fd) };
+        Ok(Self {
+            child,
+            gate: Some(write_end.into_file()),
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets the command run.
+    fn release(&mut self) -> Result<()> {
+        use std::io::Write;
+        if let Some(mut gate) = self.gate.take() {
+            gate.write_all(b"\n")
+                .context("releasing the traced command")?;
+        }
+        Ok(())
+    }
+
+    fn wait(mut self) -> tokio::task::JoinHandle<std::io::Result<std::process::ExitStatus>> {
+        tokio::task::spawn_blocking(move || self.child.wait())
+    }
+}
+
+/// A pipe whose ends close on exec (fd 3 in the child is a dup without that flag).
+fn pipe() -> Result<(RawEnd, RawEnd)> {
+    let mut fds = [0; 2];
+    // SAFETY: valid pointer to two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("creating the command gate pipe");
+    }
+    Ok((RawEnd(fds[0]), RawEnd(fds[1])))
+}
+
+struct RawEnd(i32);
+
+impl RawEnd {
+    fn into_raw(self) -> i32 {
+        self.0
+    }
+
+    fn into_file(self) -> fs::File {
+        use std::os::fd::FromRawFd;
+        // SAFETY: the fd is open and owned by nobody else.
+        unsafe { fs::File::from_raw_fd(self.0) }
+    }
+}

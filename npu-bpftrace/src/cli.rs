@@ -1,0 +1,302 @@
+//! Command-line interface.
+use std::{
+    ffi::OsString,
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, SystemTime},
+};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use npu_bpftrace::{
+    agent::{self, Mode, TraceOptions, TraceSummary},
+    attach::Selection,
+    bpf::DEFAULT_RINGBUF_BYTES,
+    discovery, report,
+    symbols::SymbolTable,
+};
+use tracer_catalog::{CATALOG, Domain};
+
+/// Trace Huawei Ascend NPU (CANN) workloads with eBPF uprobes: every ACL, runtime, HCCL and
+/// mstx call of a process, with zero code change, written to Parquet.
+#[derive(Debug, Parser)]
+#[command(
+    name = "npu-bpftrace",
+    version,
+    about,
+    after_help = "Examples:\n  \
+      sudo npu-bpftrace record -- python train.py      trace a command and its children\n  \
+      sudo npu-bpftrace attach --pid 4242 --duration 30s\n  \
+      sudo npu-bpftrace record --system-wide --out /data/trace\n  \
+      npu-bpftrace probes                              list what can be traced\n  \
+      npu-bpftrace report DIR                          summarize a recorded trace\n\n\
+      Output: DIR/<table>/host=<host>/part-<n>.parquet and DIR/session.json, tables api, marker,\n\
+      kernel, memcpy, memset, memory, hccl, critical_event; read it with `npu-bpftrace report`\n\
+      or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a command and trace it and its children from their first instruction, or
+    /// trace every process on the host (--system-wide).
+    Record {
+        #[command(flatten)]
+        trace: TraceArgs,
+        /// Trace every process that maps the CANN libraries, including ones started later.
+        #[arg(long, conflicts_with = "command")]
+        system_wide: bool,
+        /// The command to run, after `--`.
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Trace processes that are already running; no preparation needed.
+    Attach {
+        #[command(flatten)]
+        trace: TraceArgs,
+        /// Process to trace (repeat for several).
+        #[arg(long = "pid", value_name = "PID", required = true)]
+        pids: Vec<u32>,
+    },
+    /// List the probe catalog: every traceable function, its domain and msPTI callback id,
+    /// and, with --pid, where each resolves in that process.
+    Probes {
+        #[arg(long, value_name = "PID")]
+        pid: Option<u32>,
+    },
+    /// Summarize a recorded dataset, like `nsys stats`.
+    ///
+    /// Prints top kernels by device time, API calls by host time with errors, copies by
+    /// direction with bandwidth, HCCL collectives with per-rank arrival skew, mstx ranges, and
+    /// whether the trace is complete (critical events, drops). It reads the Parquet files
+    /// back, so it also proves they are readable.
+    #[command(after_help = "Examples:\n  \
+      npu-bpftrace report ./npu-trace-20250101-120000\n  \
+      npu-bpftrace report DIR --format json | jq '.kernels[:5]'\n  \
+      npu-bpftrace report DIR --format csv > stats.csv\n\n\
+      Times are device time for kernels, copies and collectives, host time for API calls.\n\
+      A dataset may hold several processes and hosts (copy other hosts' DIR/<table>/host=*\n\
+      directories into one DIR).")]
+    Report {
+        /// Dataset directory: what `record --out` or `attach --out` wrote.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// How to print it.
+        #[arg(long, value_enum, default_value_t = report::Format::Table)]
+        format: report::Format,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TraceArgs {
+    /// Output directory [default: ./npu-trace-<date>-<time>].
+    #[arg(long, short, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Domains to trace, comma-separated: acl, runtime, hccl, mstx, driver, all
+    /// [default: acl,runtime,hccl,mstx].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    domain: Vec<String>,
+    /// Functions to trace in addition to --domain, comma-separated (e.g. aclrtMemcpy,HcclAllReduce);
+    /// alone, only these are traced.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    function: Vec<String>,
+    /// A CANN library file or directory to attach to, beyond $ASCEND_HOME_PATH, LD_LIBRARY_PATH
+    /// and the default install paths (repeatable).
+    #[arg(long, value_name = "PATH")]
+    lib: Vec<PathBuf>,
+    /// Stop after this long (e.g. 30s, 500ms, 2m); otherwise at Ctrl-C, SIGTERM, or when the
+    /// traced processes end.
+    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    duration: Option<Duration>,
+    /// Print an [ENTER]/[EXIT] line per call to stdout as it happens.
+    #[arg(long)]
+    print: bool,
+    /// Ring-buffer size in MiB (a power of two); raise it if session.json reports drops.
+    #[arg(long, default_value_t = DEFAULT_RINGBUF_BYTES >> 20, value_name = "MIB")]
+    ringbuf_mb: u32,
+}
+
+impl TraceArgs {
+    fn options(self, mode: Mode) -> Result<TraceOptions> {
+        let mb = self.ringbuf_mb;
+        if !mb.is_power_of_two() || mb > 1024 {
+            bail!("--ringbuf-mb must be a power of two up to 1024, got {mb}");
+        }
+        Ok(TraceOptions {
+            mode,
+            selection: Selection::new(&self.domain, &self.function)?,
+            libs: self.lib,
+            out_dir: self.out.unwrap_or_else(default_out_dir),
+            duration: self.duration,
+            print: self.print,
+            ringbuf_bytes: mb << 20,
+        })
+    }
+}
+
+pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Record {
+            trace,
+            system_wide,
+            command,
+        } => {
+            let mode = match (system_wide, command.is_empty()) {
+                (true, _) => Mode::SystemWide,
+                (false, false) => Mode::Command(command),
+                (false, true) => bail!("record needs a command after `--`, or --system-wide"),
+            };
+            finish(agent::trace(trace.options(mode)?)?)
+        }
+        Command::Attach { trace, pids } => {
+            finish(agent::trace(trace.options(Mode::Attach(pids))?)?)
+        }
+        Command::Probes { pid } => probes(pid),
+        Command::Report { dir, format } => {
+            report::run(&dir, format)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Prints the one-line summary; exits like the traced command did.
+fn finish(summary: TraceSummary) -> Result<ExitCode> {
+    let s = &summary.session;
+    let rows: u64 = s.rows.values().sum();
+    eprintln!(
+        "npu-bpftrace: {} calls, {rows} rows in {} files, {} drops, {} incomplete -> {}",
+        s.correlation.calls,
+        s.files,
+        s.total_drops(),
+        s.correlation.incomplete_calls,
+        summary.out_dir.display()
+    );
+    Ok(match summary.command_status {
+        Some(status) if !status.success() => {
+            eprintln!("npu-bpftrace: the traced command exited with {status}");
+            ExitCode::from(status.code().map_or(1, |c| c.clamp(1, 255) as u8))
+        }
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+fn probes(pid: Option<u32>) -> Result<ExitCode> {
+    let resolved = match pid {
+        Some(pid) => {
+            let libs = discovery::mapped_libraries(pid)
+                .with_context(|| format!("no such process: {pid}"))?;
+            let mut tables = Vec::new();
+            for lib in libs {
+                tables.push((lib.library, lib.path.clone(), SymbolTable::read(&lib.path)?));
+            }
+            Some(tables)
+        }
+        None => None,
+    };
+    let mut out = format!(
+        "{:<30} {:<8} {:<20} {:<14} where\n",
+        "function", "domain", "library", "mspti"
+    );
+    for def in CATALOG {
+        let mspti = def
+            .mspti
+            .map_or("-".to_string(), |(d, id)| format!("{}:{id}", d.name()));
+        let default = if Domain::DEFAULT.contains(&def.domain) {
+            ""
+        } else {
+            " (opt-in)"
+        };
+        let place = match &resolved {
+            None => String::new(),
+            Some(tables) => tables
+                .iter()
+                .filter(|(lib, _, _)| *lib == def.library)
+                .find_map(|(_, path, t)| {
+                    t.file_offset(def.symbol)
+                        .map(|off| format!("{}+{off:#x}", path.display()))
+                })
+                .unwrap_or_else(|| "not found".to_string()),
+        };
+        out += &format!(
+            "{:<30} {:<8} {:<20} {:<14} {place}{default}\n",
+            def.symbol,
+            def.domain.name(),
+            def.library.file_name(),
+            mspti
+        );
+    }
+    // A closed pipe (`| head`) is the reader's choice, not an error.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (e.g. 30s, 500ms, 2m)"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in '{s}' (use ms, s, m or h)"
+            ));
+        }
+    };
+    if !seconds.is_finite() || seconds <= 0.0 {
+        return Err(format!("duration must be positive, got '{s}'"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn default_out_dir() -> PathBuf {
+    let secs = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as libc::time_t);
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers; localtime_r is thread-safe.
+    unsafe { libc::localtime_r(&secs, &mut tm) };
+    PathBuf::from(format!(
+        "npu-trace-{:04}{:02}{:02}-{:02}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("3d").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,21 @@
+//! npu-bpftrace agent: probes -> ring buffer -> decode -> correlate -> sinks.
+//!
+//! The pure pipeline lives in `tracer-core`, the probe catalog in `tracer-catalog` and the
+//! output contract in `tracer-schema`; this crate is everything that touches the host:
+//! - [`bpf`]: loading the embedded BPF object and attaching it; [`attach`] decides what to
+//!   attach where, [`discovery`] finds the library files, [`symbols`] reads ELF symbol
+//!   tables and [`symbolize`] names addresses in live processes.
+//! - [`agent`]: a tracing session and its tokio pipeline; [`driver`] samples device clocks;
+//!   [`session`] fills the dataset's `session.json`.
+//! - [`sink`]: where rows go (Parquet, `--print`); [`report`] reads a dataset back.
+pub mod agent;
+pub mod attach;
+pub mod bpf;
+pub mod discovery;
+pub mod driver;
+pub mod progress;
+pub mod report;
+pub mod session;
+pub mod sink;
+pub mod symbolize;
+pub mod symbols;

@@ -1,0 +1,365 @@
+//! The report on small hand-made datasets written by the real sink, over two hosts.
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use tracer_schema::{
+    dataset::Dataset,
+    rows::{ApiRow, CriticalEventRow, DeviceTask, HcclRow, KernelRow, MarkerRow, MemcpyRow},
+    vocab::{CopyKind, EventKind, KernelType, MarkerKind, Severity},
+};
+
+use super::{Format, report, summary::summarize};
+use crate::sink::parquet::{ParquetSink, SinkOptions};
+
+/// A fresh directory for one test, removed when the test passes (kept on failure, to look at).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("npu-report-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn task(pid: u32, start: u64, end: Option<u64>, status: Option<u32>) -> DeviceTask {
+    DeviceTask {
+        pid,
+        tid: pid,
+        start_ns: Some(start),
+        end_ns: end,
+        submit_ns: start,
+        status,
+        ..DeviceTask::default()
+    }
+}
+
+fn kernel(pid: u32, name: &str, start: u64, end: Option<u64>, status: u32) -> KernelRow {
+    KernelRow {
+        task: task(pid, start, end, Some(status)),
+        name: Some(name.to_owned()),
+        kernel_type: KernelType::AiCore,
+        block_dim: 1,
+        api_name: "aclrtLaunchKernel",
+    }
+}
+
+fn memcpy(kind: CopyKind, bytes: u64, start: u64, end: Option<u64>) -> MemcpyRow {
+    MemcpyRow {
+        task: task(1, start, end, Some(0)),
+        copy_kind: kind,
+        bytes,
+        api_name: "aclrtMemcpy",
+        ..MemcpyRow::default()
+    }
+}
+
+fn allreduce(pid: u32, seq: u64, start: u64, end: u64) -> HcclRow {
+    HcclRow {
+        task: task(pid, start, Some(end), Some(0)),
+        name: "HcclAllReduce",
+        comm: 0xc0,
+        comm_name: Some("comm0/2".to_owned()),
+        rank: Some(pid - 1),
+        world_size: Some(2),
+        bytes: Some(1024),
+        seq,
+        ..HcclRow::default()
+    }
+}
+
+fn call(name: &'static str, start: u64, end: Option<u64>, ret: Option<i64>) -> ApiRow {
+    ApiRow {
+        domain: if name.starts_with("mstx") {
+            "MSTX"
+        } else {
+            "ACL"
+        },
+        name,
+        library: "libascendcl.so",
+        pid: 1,
+        tid: 1,
+        start_ns: start,
+        end_ns: end,
+        incomplete: end.is_none(),
+        return_value: ret,
+        ..ApiRow::default()
+    }
+}
+
+fn marker(kind: MarkerKind, message: &str, start: u64, end: Option<u64>) -> MarkerRow {
+    MarkerRow {
+        kind,
+        message: message.to_owned(),
+        pid: 1,
+        tid: 1,
+        start_ns: start,
+        end_ns: end,
+        ..MarkerRow::default()
+    }
+}
+
+fn event(kind: EventKind, severity: Severity, count: u64) -> CriticalEventRow {
+    CriticalEventRow {
+        kind,
+        severity,
+        count,
+        message: kind.to_string(),
+        ..CriticalEventRow::default()
+    }
+}
+
+/// Host `a` (pid 1) has most rows; host `b` (pid 2) the second rank of each collective and
+/// one more kernel. Each host's sink flushes twice, so tables span several parts.
+fn write_dataset(dir: &Path) {
+    let mut a = ParquetSink::create(dir, SinkOptions::new("a")).expect("sink a");
+    a.write_kernels(&[
+        kernel(1, "matmul", 1_000, Some(1_100), 0),
+        kernel(1, "matmul", 2_000, Some(2_300), 0),
+        kernel(1, "gelu", 3_000, Some(3_100), 507_015),
+    ])
+    .expect("kernels");
+    a.flush().expect("flush");
+    a.write_kernels(&[kernel(1, "matmul", 4_000, None, 0)])
+        .expect("kernels");
+    a.write_memcpys(&[
+        memcpy(CopyKind::HostToDevice, 1_000, 100, Some(200)),
+        memcpy(CopyKind::HostToDevice, 3_000, 300, Some(500)),
+        memcpy(CopyKind::DeviceToHost, 500, 600, None),
+    ])
+    .expect("memcpy");
+    a.write_hccl(&[allreduce(1, 0, 5_000, 5_500), allreduce(1, 1, 6_000, 6_400)])
+        .expect("hccl");
+    a.write_api(&[
+        call("aclrtMemcpy", 100, Some(250), Some(0)),
+        call("aclrtMemcpy", 300, Some(350), Some(107_000)),
+        call("aclrtMemcpy", 400, None, None),
+        call("mstxRangeStartA", 10, Some(20), Some(5)),
+    ])
+    .expect("api");
+    a.write_markers(&[
+        marker(MarkerKind::Range, "step 0", 100, Some(400)),
+        marker(MarkerKind::Range, "step 0", 500, Some(600)),
+        marker(MarkerKind::Range, "step 1", 700, None),
+        marker(MarkerKind::Mark, "init", 50, Some(50)),
+    ])
+    .expect("markers");
+    a.write_critical_events(&[
+        event(EventKind::RingBufferDrop, Severity::Error, 3),
+        event(EventKind::ClockModel, Severity::Warning, 1),
+        event(EventKind::ClockModel, Severity::Warning, 1),
+    ])
+    .expect("events");
+    a.finish().expect("finish a");
+
+    let mut b = ParquetSink::create(dir, SinkOptions::new("b")).expect("sink b");
+    b.write_kernels(&[kernel(2, "matmul", 10_000, Some(10_200), 0)])
+        .expect("kernels");
+    b.write_hccl(&[allreduce(2, 0, 5_300, 5_500), allreduce(2, 1, 6_100, 6_400)])
+        .expect("hccl");
+    b.finish().expect("finish b");
+
+    let session = json!({
+        "host": "a",
+        "complete": true,
+        "drops": {"ringbuf_full_api_enter": 2, "ringbuf_full_api_exit": 0},
+    });
+    std::fs::write(dir.join("session.json"), session.to_string()).expect("session.json");
+}
+
+#[test]
+fn figures_match_the_rows() {
+    let dir = Scratch::new("figures");
+    write_dataset(&dir);
+    let r = summarize(&Dataset::open(&dir).expect("open")).expect("summary");
+
+    assert_eq!(r.header.hosts, ["a", "b"]);
+    assert_eq!(r.header.processes, 2);
+    assert_eq!(r.header.rows["kernel"], 5);
+    assert_eq!(r.header.rows["memset"], 0);
+    // Host a: from the mark at 50 to the last kernel end at 6_400.
+    assert_eq!(r.header.duration_ns, Some(6_400 - 10));
+
+    let matmul = &r.kernels[0];
+    assert_eq!(matmul.name, "matmul");
+    assert_eq!((matmul.count, matmul.total_ns), (4, 600));
+    assert_eq!(
+        (matmul.mean_ns, matmul.min_ns, matmul.max_ns),
+        (Some(200), Some(100), Some(300))
+    );
+    assert!((matmul.share_pct - 600.0 / 7.0).abs() < 1e-9);
+    let gelu = &r.kernels[1];
+    assert_eq!(
+        (gelu.name.as_str(), gelu.count, gelu.errors),
+        ("gelu", 1, 1)
+    );
+
+    let memcpy = &r.api[0];
+    assert_eq!((memcpy.name.as_str(), memcpy.count), ("aclrtMemcpy", 3));
+    assert_eq!((memcpy.total_ns, memcpy.mean_ns), (200, Some(100)));
+    assert_eq!((memcpy.errors, memcpy.incomplete), (1, 1));
+    let range_start = r
+        .api
+        .iter()
+        .find(|a| a.name == "mstxRangeStartA")
+        .expect("mstx");
+    assert_eq!(range_start.errors, 0, "a range id is not an error code");
+
+    let htod = &r.memcpy[0];
+    assert_eq!(
+        (htod.copy_kind.as_str(), htod.count, htod.bytes),
+        ("HTOD", 2, 4_000)
+    );
+    assert_eq!(htod.total_ns, 300);
+    assert!((htod.bandwidth_gbps.expect("timed") - 4_000.0 / 300.0).abs() < 1e-9);
+    let dtoh = &r.memcpy[1];
+    assert_eq!((dtoh.bytes, dtoh.bandwidth_gbps), (500, None));
+
+    assert_eq!(r.hccl.len(), 1);
+    let h = &r.hccl[0];
+    assert_eq!((h.count, h.collectives, h.bytes), (4, 2, 4_096));
+    assert_eq!((h.total_ns, h.mean_ns), (500 + 400 + 200 + 300, Some(350)));
+    assert_eq!((h.skew_mean_ns, h.skew_max_ns), (Some(200), Some(300)));
+
+    let step0 = r
+        .markers
+        .iter()
+        .find(|m| m.message == "step 0")
+        .expect("step 0");
+    assert_eq!(
+        (step0.count, step0.total_ns, step0.mean_ns),
+        (2, Some(400), Some(200))
+    );
+    let step1 = r
+        .markers
+        .iter()
+        .find(|m| m.message == "step 1")
+        .expect("step 1");
+    assert_eq!((step1.open, step1.total_ns), (1, Some(0)));
+    let init = r
+        .markers
+        .iter()
+        .find(|m| m.message == "init")
+        .expect("init");
+    assert_eq!((init.kind.as_str(), init.total_ns), ("mark", None));
+
+    let health = &r.health;
+    let counts: Vec<(&str, u64)> = health
+        .events
+        .iter()
+        .map(|e| (e.kind.as_str(), e.count))
+        .collect();
+    assert_eq!(counts, [("clock_model", 2), ("ring_buffer_drop", 3)]);
+    assert_eq!(
+        (health.total_drops, health.complete, health.clean),
+        (2, Some(true), false)
+    );
+    assert!(
+        health.verdict.contains("2 events dropped"),
+        "{}",
+        health.verdict
+    );
+}
+
+#[test]
+fn json_has_a_key_per_section() {
+    let dir = Scratch::new("json");
+    write_dataset(&dir);
+    let text = report(&dir, Format::Json).expect("report");
+    let v: Value = serde_json::from_str(&text).expect("JSON");
+    for key in [
+        "header", "kernels", "api", "memcpy", "hccl", "markers", "health",
+    ] {
+        assert!(v.get(key).is_some(), "no {key} in {v}");
+    }
+    assert_eq!(v["kernels"][0]["total_ns"], 600);
+    assert_eq!(v["hccl"][0]["collectives"], 2);
+    assert_eq!(v["health"]["drops"]["ringbuf_full_api_enter"], 2);
+}
+
+#[test]
+fn table_and_csv_show_every_section() {
+    let dir = Scratch::new("text");
+    write_dataset(&dir);
+    let table = report(&dir, Format::Table).expect("table");
+    for needle in [
+        "matmul",
+        "85.7%",
+        "13.33 GB/s",
+        "comm0/2",
+        "step 0",
+        "ring_buffer_drop",
+    ] {
+        assert!(table.contains(needle), "no {needle} in\n{table}");
+    }
+    let csv = report(&dir, Format::Csv).expect("csv");
+    for needle in [
+        "# kernels\nname,count,total,",
+        "matmul,4,600,200,100,300,85.7143,0",
+        "HTOD,2,4000,300,",
+    ] {
+        assert!(csv.contains(needle), "no {needle:?} in\n{csv}");
+    }
+}
+
+#[test]
+fn empty_dataset_says_none() {
+    let dir = Scratch::new("empty");
+    ParquetSink::create(&dir, SinkOptions::new("h"))
+        .and_then(ParquetSink::finish)
+        .expect("empty sink");
+    let text = report(&dir, Format::Table).expect("report");
+    assert!(
+        text.contains("Kernels by total device time\n  none"),
+        "{text}"
+    );
+    assert!(text.contains("no session.json"), "{text}");
+    let v: Value = serde_json::from_str(&report(&dir, Format::Json).expect("json")).expect("JSON");
+    assert_eq!(v["kernels"], json!([]));
+    assert_eq!(v["header"]["duration_ns"], Value::Null);
+}
+
+#[test]
+fn clean_verdict() {
+    let dir = Scratch::new("clean");
+    let mut sink = ParquetSink::create(&dir, SinkOptions::new("h")).expect("sink");
+    sink.write_kernels(&[kernel(1, "noop", 0, Some(10), 0)])
+        .expect("kernels");
+    sink.finish().expect("finish");
+    let session = json!({"host": "h", "complete": true, "drops": {"x": 0}});
+    std::fs::write(dir.join("session.json"), session.to_string()).expect("session.json");
+    let text = report(&dir, Format::Table).expect("report");
+    assert!(
+        text.ends_with("clean: no drops, no critical events, session complete\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn not_a_dataset() {
+    let dir = Scratch::new("not-a-dataset");
+    let err = report(&dir, Format::Table)
+        .expect_err("empty directory")
+        .to_string();
+    assert!(err.contains("is not an npu-bpftrace dataset"), "{err}");
+    let err = report(&dir.join("missing"), Format::Json)
+        .expect_err("missing")
+        .to_string();
+    assert!(err.ends_with("no such directory"), "{err}");
+}

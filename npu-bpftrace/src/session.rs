@@ -1,0 +1,76 @@
+//! Starting a dataset's `session.json` (the type is `tracer_schema::session::Session`):
+//! where and when this host recorded, and the clocks it recorded on.
+use std::{collections::BTreeMap, fs};
+
+use tracer_common::DropKind;
+use tracer_schema::{
+    SCHEMA_VERSION,
+    session::{ActivityStats, ClockSample, CorrelateStats, Session},
+};
+
+/// A session that has just started recording on this host.
+pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
+    Session {
+        schema_version: SCHEMA_VERSION,
+        tool: "npu-bpftrace".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        host,
+        boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
+        kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
+        command_line: std::env::args().collect(),
+        mode,
+        targets,
+        clock_start: clock_sample(),
+        clock_end: None,
+        complete: false,
+        attached: Vec::new(),
+        drops: DropKind::ALL
+            .iter()
+            .map(|k| (k.name().to_owned(), 0))
+            .collect(),
+        correlation: CorrelateStats::default(),
+        activity: ActivityStats::default(),
+        clocks: BTreeMap::new(),
+        rows: BTreeMap::new(),
+        files: 0,
+        bytes: 0,
+    }
+}
+
+/// Records the kernel-side loss counters, indexed like `DropKind::ALL`.
+pub fn set_drops(session: &mut Session, drops: &[u64]) {
+    for (kind, count) in DropKind::ALL.iter().zip(drops) {
+        session.drops.insert(kind.name().to_owned(), *count);
+    }
+}
+
+/// CLOCK_REALTIME read between two CLOCK_MONOTONIC reads, paired with their midpoint.
+pub fn clock_sample() -> ClockSample {
+    let m1 = clock_ns(libc::CLOCK_MONOTONIC);
+    let realtime_ns = clock_ns(libc::CLOCK_REALTIME);
+    let m2 = clock_ns(libc::CLOCK_MONOTONIC);
+    let monotonic_ns = m1 + (m2 - m1) / 2;
+    ClockSample {
+        monotonic_ns,
+        realtime_ns,
+        realtime_minus_monotonic_ns: i128::from(realtime_ns) - i128::from(monotonic_ns),
+    }
+}
+
+/// The time of `clock` in ns.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it, and fails
+    // (leaving it zero) for an unknown clock id, which callers never pass.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn read_trimmed(path: &str) -> String {
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

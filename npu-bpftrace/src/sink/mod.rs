@@ -1,0 +1,3 @@
+//! Output sinks: where correlated rows go.
+pub mod parquet;
+pub mod print;

@@ -1,0 +1,72 @@
+//! Naming addresses inside traced processes: a kernel stub passed to `rtKernelLaunch` that
+//! was registered before tracing began is named by the ELF symbol it points at.
+use std::{collections::HashMap, fs, path::PathBuf, sync::Arc};
+
+use tracer_core::correlate::Symbolize;
+
+use crate::symbols::SymbolTable;
+
+/// Caches symbol tables per file and answers per-process address lookups.
+#[derive(Default)]
+pub struct Symbolizer {
+    tables: HashMap<PathBuf, Option<Arc<SymbolTable>>>,
+}
+
+impl Symbolize for Symbolizer {
+    /// The function symbol at `addr` in process `pid`, if the address lies in a mapped
+    /// file whose symbol table names it.
+    fn function_at(&mut self, pid: u32, addr: u64) -> Option<String> {
+        let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        let (path, file_offset) = maps.lines().find_map(|line| locate(line, addr))?;
+        let path = PathBuf::from(format!("/proc/{pid}/root{path}"));
+        let table = self
+            .tables
+            .entry(path.clone())
+            .or_insert_with(|| SymbolTable::read(&path).ok().map(Arc::new))
+            .clone()?;
+        table
+            .function_at_file_offset(file_offset)
+            .map(str::to_owned)
+    }
+}
+
+/// If the maps `line` covers `addr`, its file path and the file offset of `addr`.
+fn locate(line: &str, addr: u64) -> Option<(&str, u64)> {
+    let mut fields = line.split_whitespace();
+    let (start, end) = fields.next()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    if addr < start || addr >= end {
+        return None;
+    }
+    let offset = u64::from_str_radix(fields.nth(1)?, 16).ok()?;
+    let path = fields.nth(2)?;
+    path.starts_with('/')
+        .then_some((path, addr - start + offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_address_in_mapping() {
+        let line = "555555554000-555555556000 r-xp 00001000 fd:01 42 /usr/bin/app";
+        assert_eq!(
+            locate(line, 0x5555_5555_4010),
+            Some(("/usr/bin/app", 0x1010))
+        );
+        assert_eq!(locate(line, 0x5555_5555_6000), None);
+    }
+
+    /// A function of this very test binary is named from its runtime address.
+    #[test]
+    fn names_a_function_of_this_process() {
+        #[inline(never)]
+        #[unsafe(no_mangle)]
+        extern "C" fn npu_bpftrace_symbolize_probe() {}
+        let addr = npu_bpftrace_symbolize_probe as *const () as u64;
+        let name = Symbolizer::default().function_at(std::process::id(), addr);
+        assert_eq!(name.as_deref(), Some("npu_bpftrace_symbolize_probe"));
+    }
+}

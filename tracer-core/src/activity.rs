@@ -1,0 +1,559 @@
+//! Device activity: completions (joined in the kernel to the outermost API call that
+//! submitted them) become `kernel`, `memcpy`, `memset` and `hccl` rows with device times
+//! converted to the host clock; allocation calls become `memory` rows; device errors, lost
+//! completions, drops and clock doubts become `critical_event` rows.
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use tracer_common::{DropKind, TaskComplete, TaskInfo, TaskKey};
+
+use tracer_catalog::{self as catalog, Payload, ProbeDef, Role, TaskKind};
+use tracer_schema::{
+    rows::{
+        ApiArgs, ApiRow, CriticalEventRow, DeviceTask, HcclRow, KernelRow, MemcpyRow, MemoryRow,
+        MemsetRow, bandwidth_gbps,
+    },
+    session::{ActivityStats, ClockStatus, ClockSummary},
+    vocab::{EventKind, KernelType, MemoryKind, MemoryOperation, Severity},
+};
+
+use crate::clock::{ClockModel, ClockReading};
+
+/// Completions wait this long (in trace time) before their device times are converted,
+/// so the clock model has seen the constraints around them (the agent samples device
+/// clocks every 100 ms); longer only costs memory at high task rates.
+const HOLD_NS: u64 = 300_000_000;
+/// An API call's task context is dropped this long after the call returned.
+const CONTEXT_TTL_NS: u64 = 30_000_000_000;
+
+/// Rows produced since the last [`Activity::take_output`].
+#[derive(Debug, Default)]
+pub struct ActivityOutput {
+    pub kernels: Vec<KernelRow>,
+    pub memcpys: Vec<MemcpyRow>,
+    pub memsets: Vec<MemsetRow>,
+    pub hccl: Vec<HcclRow>,
+    pub memory: Vec<MemoryRow>,
+    pub critical: Vec<CriticalEventRow>,
+}
+
+/// What the outermost API call said about the task(s) it submits.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    /// The submitting function.
+    pub def: &'static ProbeDef,
+    pub kind: TaskKind,
+    pub args: ApiArgs,
+    /// Per-communicator sequence number of a collective.
+    pub seq: Option<u64>,
+    returned_ns: Option<u64>,
+}
+
+struct Comm {
+    name: String,
+    rank: u32,
+    world_size: u32,
+    next_seq: u64,
+}
+
+struct Held {
+    done: TaskComplete,
+    context: Option<TaskContext>,
+}
+
+#[derive(Default)]
+pub struct Activity {
+    contexts: HashMap<u64, TaskContext>,
+    comms: HashMap<(u32, u64), Comm>,
+    comms_per_pid: HashMap<u32, u32>,
+    allocations: HashMap<(u32, u64), u64>,
+    clocks: BTreeMap<u32, ClockModel>,
+    held: VecDeque<Held>,
+    latest_ns: u64,
+    output: ActivityOutput,
+    stats: ActivityStats,
+}
+
+impl Activity {
+    /// An outermost call that submits device tasks entered.
+    pub fn call_entered(
+        &mut self,
+        def: &'static ProbeDef,
+        pid: u32,
+        correlation_id: u64,
+        args: ApiArgs,
+    ) {
+        let Some(kind) = def.task else { return };
+        let seq = (kind == TaskKind::Collective)
+            .then_some(args.handle)
+            .flatten()
+            .and_then(|comm| self.comms.get_mut(&(pid, comm)))
+            .map(|comm| {
+                comm.next_seq += 1;
+                comm.next_seq - 1
+            });
+        let context = TaskContext {
+            def,
+            kind,
+            args,
+            seq,
+            returned_ns: None,
+        };
+        self.contexts.insert(correlation_id, context);
+    }
+
+    /// A call returned (any depth): memory rows, communicators, task-context bookkeeping.
+    pub fn call_returned(&mut self, def: &ProbeDef, row: &ApiRow, outermost: u64) {
+        if let Some(context) = self.contexts.get_mut(&row.correlation_id) {
+            context.returned_ns = row.end_ns;
+        }
+        match def.role {
+            Role::Alloc(kind) => self.memory_row(row, outermost, MemoryOperation::Allocation, kind),
+            Role::Free(kind) => self.memory_row(row, outermost, MemoryOperation::Release, kind),
+            Role::CommInit if row.return_value == Some(0) => self.comm_created(row),
+            _ => {}
+        }
+    }
+
+    fn comm_created(&mut self, row: &ApiRow) {
+        let (Some(handle), Some(world_size)) = (row.args.handle, row.args.count) else {
+            return;
+        };
+        let index = self.comms_per_pid.entry(row.pid).or_default();
+        let name = format!("comm{index}/{world_size}");
+        *index += 1;
+        let comm = Comm {
+            name,
+            rank: row.args.rank.unwrap_or(0),
+            world_size: world_size as u32,
+            next_seq: 0,
+        };
+        self.comms.insert((row.pid, handle), comm);
+    }
+
+    fn memory_row(
+        &mut self,
+        row: &ApiRow,
+        outermost: u64,
+        operation: MemoryOperation,
+        kind: MemoryKind,
+    ) {
+        let Some(address) = row.args.address.filter(|&a| a != 0) else {
+            return;
+        };
+        let ok = row.return_value == Some(0);
+        let bytes = if operation == MemoryOperation::Allocation {
+            if ok {
+                self.allocations
+                    .insert((row.pid, address), row.args.bytes.unwrap_or(0));
+            }
+            row.args.bytes
+        } else {
+            self.allocations.remove(&(row.pid, address))
+        };
+        self.output.memory.push(MemoryRow {
+            correlation_id: outermost,
+            pid: row.pid,
+            tid: row.tid,
+            operation,
+            memory_kind: kind,
+            address,
+            bytes,
+            device_id: row.args.device_id,
+            start_ns: row.start_ns,
+            end_ns: row.end_ns.unwrap_or(row.start_ns),
+            api_name: row.name,
+            return_value: row.return_value.unwrap_or(0),
+        });
+    }
+
+    /// A device task completed.
+    pub fn completed(&mut self, done: &TaskComplete) {
+        self.stats.tasks += 1;
+        let recv_ns = done.header.ts_ns;
+        self.latest_ns = self.latest_ns.max(recv_ns);
+        if done.info.submit_ns != 0 {
+            self.clock(done.device_id).add_task(
+                done.info.submit_ns,
+                done.start_cnt,
+                done.end_cnt,
+                recv_ns,
+            );
+        }
+        let context = self.take_context(done.info.correlation_id);
+        self.held.push_back(Held {
+            done: *done,
+            context,
+        });
+    }
+
+    /// The context of a task; a call that already returned gives its context to its
+    /// (usually only) task.
+    fn take_context(&mut self, correlation_id: u64) -> Option<TaskContext> {
+        let context = self.contexts.get(&correlation_id)?.clone();
+        if context.returned_ns.is_some() {
+            self.contexts.remove(&correlation_id);
+        }
+        Some(context)
+    }
+
+    pub fn clock_reading(&mut self, reading: ClockReading) {
+        match reading {
+            ClockReading::Frequency { device, hz } => self.clock(device).set_frequency(hz),
+            ClockReading::Sample {
+                device,
+                cnt,
+                enter_ns,
+                exit_ns,
+            } => self.clock(device).add_sample(cnt, enter_ns, exit_ns),
+        }
+    }
+
+    fn clock(&mut self, device: u32) -> &mut ClockModel {
+        self.clocks
+            .entry(device)
+            .or_insert_with(|| ClockModel::new(None))
+    }
+
+    /// Devices seen so far (the clock sampler reads them).
+    pub fn devices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.clocks.keys().copied()
+    }
+
+    /// Converts and emits completions that have waited long enough; drops stale contexts.
+    pub fn release(&mut self) {
+        let horizon = self.latest_ns.saturating_sub(HOLD_NS);
+        while self
+            .held
+            .front()
+            .is_some_and(|h| h.done.header.ts_ns <= horizon)
+        {
+            if let Some(held) = self.held.pop_front() {
+                self.emit(held);
+            }
+        }
+        let expired = self.latest_ns.saturating_sub(CONTEXT_TTL_NS);
+        self.contexts
+            .retain(|_, c| c.returned_ns.is_none_or(|t| t > expired));
+    }
+
+    /// Emits everything: held completions, tasks that never completed, loss counters and
+    /// the clock models' verdicts.
+    pub fn finish(&mut self, missing: &[(TaskKey, TaskInfo)], drops: &[u64], now_ns: u64) {
+        for model in self.clocks.values_mut() {
+            model.refit();
+        }
+        while let Some(held) = self.held.pop_front() {
+            self.emit(held);
+        }
+        self.tasks_lost(missing, now_ns);
+        for (kind, &count) in DropKind::ALL.iter().zip(drops).filter(|(_, c)| **c > 0) {
+            self.critical(
+                now_ns,
+                EventKind::RingBufferDrop,
+                Severity::Error,
+                count,
+                kind.name().to_string(),
+            );
+        }
+        let doubts: Vec<(u32, String)> = self
+            .clocks
+            .iter()
+            .filter_map(|(&d, m)| clock_doubt(&m.summary()).map(|msg| (d, msg)))
+            .collect();
+        for (device, message) in doubts {
+            let mut row = critical_row(now_ns, EventKind::ClockModel, Severity::Warning, 1, message);
+            row.device_id = Some(device);
+            self.output.critical.push(row);
+        }
+    }
+
+    /// Tasks whose completion will never be seen (their process exited, or tracing stopped).
+    pub fn tasks_lost(&mut self, lost: &[(TaskKey, TaskInfo)], now_ns: u64) {
+        for (key, info) in lost {
+            self.missing_completion(key, info, now_ns);
+        }
+    }
+
+    pub fn take_output(&mut self) -> ActivityOutput {
+        std::mem::take(&mut self.output)
+    }
+
+    pub fn stats(&self) -> ActivityStats {
+        self.stats
+    }
+
+    /// Per device, the clock model as fitted so far.
+    pub fn clock_summaries(&self) -> BTreeMap<u32, ClockSummary> {
+        self.clocks.iter().map(|(&d, m)| (d, m.summary())).collect()
+    }
+
+    fn emit(&mut self, held: Held) {
+        let done = &held.done;
+        let model = self.clocks.get(&done.device_id);
+        let convert = |cnt: u64| model.and_then(|m| m.to_host_ns(cnt));
+        let task = DeviceTask {
+            correlation_id: done.info.correlation_id,
+            pid: done.header.pid,
+            tid: done.info.tid,
+            device_id: done.device_id,
+            stream_id: u32::from(done.stream_id),
+            task_id: u32::from(done.task_id),
+            start_ns: convert(done.start_cnt),
+            end_ns: convert(done.end_cnt),
+            device_start_cnt: Some(done.start_cnt),
+            device_end_cnt: Some(done.end_cnt),
+            submit_ns: done.info.submit_ns,
+            status: Some(done.status),
+        };
+        if held.context.is_none() {
+            self.stats.tasks_without_api += 1;
+        }
+        if done.status != 0 {
+            self.device_error(&task, held.context.as_ref(), done.header.ts_ns);
+        }
+        let sqe_type = if done.info.submit_ns != 0 {
+            done.info.sqe_type
+        } else {
+            done.sqe_type
+        };
+        self.task_row(task, sqe_type, done.info.block_dim, held.context);
+    }
+
+    fn task_row(
+        &mut self,
+        task: DeviceTask,
+        sqe_type: u8,
+        block_dim: u16,
+        context: Option<TaskContext>,
+    ) {
+        let by_sqe = catalog::sqe_task_kind(sqe_type);
+        let Some(kind) = context.as_ref().map(|c| c.kind).or(by_sqe.map(|(k, _)| k)) else {
+            return; // event records/waits and other bookkeeping tasks have no table
+        };
+        let unit = by_sqe.map_or(KernelType::Unknown, |(_, unit)| unit);
+        let (def, args, seq) = match context {
+            Some(c) => (Some(c.def), c.args, c.seq),
+            None => (None, ApiArgs::default(), None),
+        };
+        let api_name = def.map_or("", |d| d.symbol);
+        let is_async = def.is_some_and(|d| d.is_async);
+        match kind {
+            TaskKind::Kernel => self.output.kernels.push(KernelRow {
+                task,
+                name: args.kernel_name,
+                kernel_type: unit,
+                block_dim: u32::from(block_dim),
+                api_name,
+            }),
+            TaskKind::Memcpy => {
+                let bytes = args.bytes.unwrap_or(0);
+                self.output.memcpys.push(MemcpyRow {
+                    bandwidth_gbps: bandwidth(bytes, &task),
+                    task,
+                    copy_kind: args.memcpy_kind.unwrap_or_default().copy_kind(),
+                    bytes,
+                    is_async,
+                    api_name,
+                })
+            }
+            TaskKind::Memset => self.output.memsets.push(MemsetRow {
+                task,
+                value: args.value.unwrap_or(0) as u32,
+                bytes: args.bytes.unwrap_or(0),
+                is_async,
+                api_name,
+            }),
+            TaskKind::Collective => {
+                let payload = def.map_or(Payload::Count, |d| d.payload);
+                let row = self.hccl_row(task, api_name, payload, args, seq);
+                self.output.hccl.push(row);
+            }
+        }
+    }
+
+    fn hccl_row(
+        &self,
+        task: DeviceTask,
+        name: &'static str,
+        payload: Payload,
+        args: ApiArgs,
+        seq: Option<u64>,
+    ) -> HcclRow {
+        let comm = args.handle.unwrap_or(0);
+        let info = self.comms.get(&(task.pid, comm));
+        let bytes = input_bytes(payload, &args, info.map(|c| c.world_size));
+        HcclRow {
+            bandwidth_gbps: bytes.and_then(|b| bandwidth(b, &task)),
+            name,
+            comm,
+            comm_name: info.map(|c| c.name.clone()),
+            rank: info.map(|c| c.rank),
+            world_size: info.map(|c| c.world_size),
+            data_type: args.data_type,
+            count: args.count,
+            bytes,
+            reduce_op: args.reduce_op,
+            peer: args.rank,
+            seq: seq.unwrap_or(0),
+            task,
+        }
+    }
+
+    fn device_error(&mut self, task: &DeviceTask, context: Option<&TaskContext>, ts_ns: u64) {
+        self.stats.device_errors += 1;
+        let what = context.map_or("task".to_string(), |c| match &c.args.kernel_name {
+            Some(name) => format!("kernel {name} ({})", c.def.symbol),
+            None => c.def.symbol.to_string(),
+        });
+        let message = format!(
+            "{what} on device {} stream {} task {} failed with {} ({})",
+            task.device_id,
+            task.stream_id,
+            task.task_id,
+            task.status.unwrap_or(0),
+            error_name(task.status.unwrap_or(0))
+        );
+        let mut row = critical_row(ts_ns, EventKind::DeviceError, Severity::Error, 1, message);
+        row.pid = Some(task.pid);
+        row.tid = Some(task.tid);
+        row.device_id = Some(task.device_id);
+        row.correlation_id = Some(task.correlation_id);
+        self.output.critical.push(row);
+    }
+
+    fn missing_completion(&mut self, key: &TaskKey, info: &TaskInfo, now_ns: u64) {
+        self.stats.missing_completions += 1;
+        let context = self.take_context(info.correlation_id);
+        let task = DeviceTask {
+            correlation_id: info.correlation_id,
+            pid: key.tgid,
+            tid: info.tid,
+            device_id: key.device_id,
+            stream_id: u32::from(key.stream_id),
+            task_id: u32::from(key.task_id),
+            submit_ns: info.submit_ns,
+            ..Default::default()
+        };
+        let mut row = critical_row(
+            now_ns,
+            EventKind::MissingCompletion,
+            Severity::Warning,
+            1,
+            format!(
+                "no completion arrived for device {} stream {} task {} by the end of tracing",
+                key.device_id, key.stream_id, key.task_id
+            ),
+        );
+        row.pid = Some(key.tgid);
+        row.tid = Some(info.tid);
+        row.device_id = Some(key.device_id);
+        row.correlation_id = Some(info.correlation_id);
+        self.output.critical.push(row);
+        self.task_row(task, info.sqe_type, info.block_dim, context);
+    }
+
+    fn critical(
+        &mut self,
+        ts_ns: u64,
+        kind: EventKind,
+        severity: Severity,
+        count: u64,
+        message: String,
+    ) {
+        self.output
+            .critical
+            .push(critical_row(ts_ns, kind, severity, count, message));
+    }
+}
+
+fn critical_row(
+    ts_ns: u64,
+    kind: EventKind,
+    severity: Severity,
+    count: u64,
+    message: String,
+) -> CriticalEventRow {
+    CriticalEventRow {
+        ts_ns,
+        kind,
+        severity,
+        count,
+        message,
+        ..Default::default()
+    }
+}
+
+/// Device time error above which the trace's device times deserve a warning.
+const CLOCK_WARN_NS: f64 = 10_000.0;
+
+/// Why a device's converted times should not be trusted blindly, if they should not.
+fn clock_doubt(summary: &ClockSummary) -> Option<String> {
+    let error = summary.error_bound_ns;
+    let why = match summary.status {
+        ClockStatus::Direct | ClockStatus::BoundsOnly
+            if error.is_some_and(|e| e <= CLOCK_WARN_NS) =>
+        {
+            return None;
+        }
+        ClockStatus::Direct | ClockStatus::BoundsOnly => match error {
+            Some(e) => format!("device times may be off by up to {:.1} us", e / 1e3),
+            None => "device time error is unbounded".to_string(),
+        },
+        ClockStatus::Infeasible => format!(
+            "clock observations conflict ({} violations); device times are approximate",
+            summary.violations
+        ),
+        ClockStatus::Nominal | ClockStatus::Unknown => {
+            "too little clock data: device times could not be converted".to_string()
+        }
+    };
+    Some(format!(
+        "{why} (model {:?}, {} samples, {} tasks)",
+        summary.status, summary.samples, summary.tasks
+    ))
+}
+
+/// GB/s over the device interval.
+fn bandwidth(bytes: u64, task: &DeviceTask) -> Option<f64> {
+    bandwidth_gbps(bytes, task.end_ns?.checked_sub(task.start_ns?)?)
+}
+
+/// The bytes each rank puts into a collective.
+fn input_bytes(payload: Payload, args: &ApiArgs, world_size: Option<u32>) -> Option<u64> {
+    let per_rank = || Some(args.count? * args.data_type?.size()?);
+    match payload {
+        Payload::Nothing => Some(0),
+        Payload::Count => per_rank(),
+        Payload::PerPeer => Some(per_rank()? * u64::from(world_size?)),
+    }
+}
+
+/// Names of the device error codes CQEs carry.
+fn error_name(code: u32) -> &'static str {
+    match code {
+        507_015 => "ACL_ERROR_RT_AICORE_EXCEPTION",
+        507_000 => "ACL_ERROR_RT_INTERNAL_ERROR",
+        107_020 => "ACL_ERROR_RT_TASK_TIMEOUT",
+        _ => "device error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use tracer_schema::vocab::HcclDataType;
+
+    #[test]
+    fn collective_bytes_follow_the_payload_rule() {
+        let args = ApiArgs {
+            count: Some(10),
+            data_type: Some(HcclDataType::Fp32),
+            ..Default::default()
+        };
+        assert_eq!(input_bytes(Payload::Count, &args, Some(4)), Some(40));
+        assert_eq!(input_bytes(Payload::PerPeer, &args, Some(4)), Some(160));
+        assert_eq!(input_bytes(Payload::PerPeer, &args, None), None);
+        assert_eq!(input_bytes(Payload::Nothing, &ApiArgs::default(), None), Some(0));
+    }
+}

@@ -1,0 +1,528 @@
+//! Joins ENTER and EXIT records into `api` rows, names kernels, and builds mstx markers.
+//!
+//! Correlation ids come from the kernel; this stage only pairs records by id, interprets
+//! arguments through the catalog, and remembers what registration calls taught it
+//! (kernel names by function handle or stub, mstx domain names, open ranges).
+use std::collections::HashMap;
+
+use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader, TaskInfo, TaskKey};
+
+use tracer_catalog::{self as catalog, ProbeDef, Role, Text};
+use tracer_schema::{
+    rows::{ApiRow, MarkerRow},
+    session::CorrelateStats,
+    vocab::MarkerKind,
+};
+
+use crate::{
+    activity::{Activity, ActivityOutput},
+    clock::ClockReading,
+    decode::{Record, text},
+};
+
+/// Rows produced since the last [`Correlator::take_output`].
+#[derive(Debug, Default)]
+pub struct Output {
+    pub api: Vec<ApiRow>,
+    pub markers: Vec<MarkerRow>,
+    pub activity: ActivityOutput,
+}
+
+impl Output {
+    /// Rows over all tables.
+    pub fn len(&self) -> usize {
+        let a = &self.activity;
+        self.api.len()
+            + self.markers.len()
+            + a.kernels.len()
+            + a.memcpys.len()
+            + a.memsets.len()
+            + a.hccl.len()
+            + a.memory.len()
+            + a.critical.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What only the end of tracing knows.
+#[derive(Debug, Default)]
+pub struct FinalState {
+    /// Submitted tasks still awaiting completion.
+    pub missing_tasks: Vec<(TaskKey, TaskInfo)>,
+    /// Kernel-side loss counters, indexed like `DropKind::ALL`.
+    pub drops: Vec<u64>,
+    pub now_ns: u64,
+}
+
+/// Names addresses inside traced processes: a kernel stub registered before tracing
+/// began is named by the ELF symbol it points at. The agent reads `/proc` and ELF files;
+/// a replay can answer from a recording, or not at all (`()`).
+pub trait Symbolize {
+    /// The function symbol at `addr` in process `pid`, if known.
+    fn function_at(&mut self, pid: u32, addr: u64) -> Option<String>;
+}
+
+impl Symbolize for () {
+    fn function_at(&mut self, _: u32, _: u64) -> Option<String> {
+        None
+    }
+}
+
+/// Sees calls as they happen (the `--print` sink).
+pub trait Live {
+    fn entered(&mut self, def: &ProbeDef, enter: &ApiEnter);
+    fn exited(&mut self, row: &ApiRow);
+}
+
+/// No live output.
+impl Live for () {
+    fn entered(&mut self, _: &ProbeDef, _: &ApiEnter) {}
+    fn exited(&mut self, _: &ApiRow) {}
+}
+
+pub struct Correlator {
+    open: HashMap<u64, ApiEnter>,
+    /// (pid, function handle or stub address) -> kernel name.
+    kernels: HashMap<(u32, u64), String>,
+    /// (pid, binary handle) -> its functions' names in registration order.
+    binaries: HashMap<(u32, u64), Vec<String>>,
+    /// (pid, mstx domain handle) -> domain name.
+    mstx_domains: HashMap<(u32, u64), String>,
+    /// (pid, mstx range id) -> the range, waiting for its end.
+    ranges: HashMap<(u32, u64), MarkerRow>,
+    symbolizer: Box<dyn Symbolize + Send>,
+    activity: Activity,
+    output: Output,
+    stats: CorrelateStats,
+}
+
+/// A correlator that names no address it was not told about.
+impl Default for Correlator {
+    fn default() -> Self {
+        Self::new(Box::new(()))
+    }
+}
+
+impl Correlator {
+    pub fn new(symbolizer: Box<dyn Symbolize + Send>) -> Self {
+        Self {
+            open: HashMap::new(),
+            kernels: HashMap::new(),
+            binaries: HashMap::new(),
+            mstx_domains: HashMap::new(),
+            ranges: HashMap::new(),
+            symbolizer,
+            activity: Activity::default(),
+            output: Output::default(),
+            stats: CorrelateStats::default(),
+        }
+    }
+
+    pub fn push(&mut self, record: &Record, live: &mut impl Live) {
+        match record {
+            Record::Enter(enter) => self.enter(enter, live),
+            Record::Exit(exit) => self.exit(exit, live),
+            Record::ThreadExit(header) => self.thread_exit(header, live),
+            Record::TaskComplete(done) => self.activity.completed(done),
+        }
+    }
+
+    pub fn clock_reading(&mut self, reading: ClockReading) {
+        self.activity.clock_reading(reading);
+    }
+
+    /// Devices whose tasks were seen.
+    pub fn devices(&self) -> Vec<u32> {
+        self.activity.devices().collect()
+    }
+
+    pub fn take_output(&mut self) -> Output {
+        self.activity.release();
+        self.output.activity = self.activity.take_output();
+        std::mem::take(&mut self.output)
+    }
+
+    pub fn activity(&self) -> &Activity {
+        &self.activity
+    }
+
+    /// Tasks of processes that exited before completing them.
+    pub fn tasks_lost(&mut self, lost: &[(TaskKey, TaskInfo)], now_ns: u64) {
+        self.activity.tasks_lost(lost, now_ns);
+    }
+
+    pub fn stats(&self) -> CorrelateStats {
+        self.stats
+    }
+
+    /// Tracing is stopping: calls and ranges still open become incomplete rows, tasks that
+    /// never completed and lost records become critical events.
+    pub fn finish(&mut self, live: &mut impl Live, end: &FinalState) {
+        let open: Vec<u64> = self.open.keys().copied().collect();
+        for id in open {
+            self.close_incomplete(id, live);
+        }
+        let ranges = std::mem::take(&mut self.ranges);
+        self.output.markers.extend(ranges.into_values());
+        self.activity
+            .finish(&end.missing_tasks, &end.drops, end.now_ns);
+    }
+
+    fn enter(&mut self, enter: &ApiEnter, live: &mut impl Live) {
+        let Some(def) = catalog::by_probe(enter.header.probe) else {
+            self.stats.unknown_probes += 1;
+            return;
+        };
+        live.entered(def, enter);
+        if enter.header.depth == 0 && def.task.is_some() {
+            let mut args = def.decode_args(&enter.args, None, None);
+            args.kernel_name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
+            self.activity
+                .call_entered(def, enter.header.pid, enter.correlation_id, args);
+        }
+        self.open.insert(enter.correlation_id, *enter);
+    }
+
+    /// The kernel a launch runs, as known when it enters.
+    fn kernel_name_at_enter(
+        &mut self,
+        def: &ProbeDef,
+        enter: &ApiEnter,
+        handle: u64,
+    ) -> Option<String> {
+        let pid = enter.header.pid;
+        let captured =
+            (!text(enter).is_empty()).then(|| String::from_utf8_lossy(text(enter)).into_owned());
+        match def.role {
+            Role::LaunchByHandle => self.kernels.get(&(pid, handle)).cloned().or(captured),
+            Role::LaunchByStub => self.stub_name(pid, handle),
+            Role::LaunchByTilingKey => self.tiling_key_name(pid, handle, enter.args[1]),
+            _ => captured.filter(|_| matches!(def.text, Some((_, Text::KernelName)))),
+        }
+    }
+
+    /// The outermost call enclosing `row` (itself when it is outermost); its ancestors are
+    /// still open when it returns.
+    fn outermost(&self, row: &ApiRow) -> u64 {
+        let mut outer = row.correlation_id;
+        let mut parent = row.parent_correlation_id;
+        while let Some(id) = parent {
+            outer = id;
+            parent = self
+                .open
+                .get(&id)
+                .and_then(|e| (e.parent_correlation_id != 0).then_some(e.parent_correlation_id));
+        }
+        outer
+    }
+
+    fn exit(&mut self, exit: &ApiExit, live: &mut impl Live) {
+        let Some(enter) = self.open.remove(&exit.correlation_id) else {
+            self.stats.exits_without_enter += 1;
+            return;
+        };
+        let Some(def) = catalog::by_probe(enter.header.probe) else {
+            self.stats.unknown_probes += 1;
+            return;
+        };
+        let out = (exit.flags & EXIT_OUT_VALID != 0).then_some(exit.out_value);
+        let mut row = base_row(def, &enter);
+        row.end_ns = Some(exit.header.ts_ns);
+        row.return_value = def.return_value(exit.ret);
+        row.args = def.decode_args(&enter.args, out, Some(exit.ret));
+        self.apply_text(def, &enter, &mut row);
+        self.apply_role(def, &enter, &mut row);
+        self.stats.calls += 1;
+        self.activity.call_returned(def, &row, self.outermost(&row));
+        live.exited(&row);
+        self.output.api.push(row);
+    }
+
+    fn thread_exit(&mut self, header: &RecordHeader, live: &mut impl Live) {
+        let orphaned: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|(_, e)| e.header.tid == header.tid)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in orphaned {
+            self.close_incomplete(id, live);
+        }
+    }
+
+    fn close_incomplete(&mut self, id: u64, live: &mut impl Live) {
+        let Some(enter) = self.open.remove(&id) else {
+            return;
+        };
+        let Some(def) = catalog::by_probe(enter.header.probe) else {
+            return;
+        };
+        let mut row = base_row(def, &enter);
+        row.incomplete = true;
+        row.args = def.decode_args(&enter.args, None, None);
+        self.apply_text(def, &enter, &mut row);
+        self.apply_role(def, &enter, &mut row);
+        self.stats.incomplete_calls += 1;
+        live.exited(&row);
+        self.output.api.push(row);
+    }
+
+    fn apply_text(&mut self, def: &ProbeDef, enter: &ApiEnter, row: &mut ApiRow) {
+        let Some((_, kind)) = def.text else { return };
+        let bytes = text(enter);
+        if bytes.is_empty() {
+            return;
+        }
+        let value = String::from_utf8_lossy(bytes).into_owned();
+        match kind {
+            Text::KernelName => row.args.kernel_name = Some(value),
+            Text::Message => row.args.message = Some(value),
+        }
+    }
+
+    fn apply_role(&mut self, def: &ProbeDef, enter: &ApiEnter, row: &mut ApiRow) {
+        let pid = row.pid;
+        let ok = row.return_value.is_none_or(|r| r == 0);
+        let handle = row.args.handle.unwrap_or(0);
+        match def.role {
+            // Memory and communicator roles are device activity, handled at return.
+            Role::Plain | Role::Alloc(_) | Role::Free(_) | Role::CommInit => {}
+            Role::RegisterStub | Role::RegisterFunction => {
+                if let (true, Some(name)) = (ok && handle != 0, &row.args.kernel_name) {
+                    self.kernels.insert((pid, handle), name.clone());
+                    if def.role == Role::RegisterStub {
+                        let binary = enter.args[0];
+                        self.binaries
+                            .entry((pid, binary))
+                            .or_default()
+                            .push(name.clone());
+                    }
+                }
+            }
+            // Registration seen while tracing wins; else the name read through the handle.
+            Role::LaunchByHandle => {
+                if let Some(name) = self.kernels.get(&(pid, handle)) {
+                    row.args.kernel_name = Some(name.clone());
+                }
+            }
+            Role::LaunchByStub => row.args.kernel_name = self.stub_name(pid, handle),
+            Role::LaunchByTilingKey => {
+                row.args.kernel_name = self.tiling_key_name(pid, handle, enter.args[1])
+            }
+            Role::DomainCreate => {
+                if let (true, Some(name)) = (handle != 0, &row.args.message) {
+                    self.mstx_domains.insert((pid, handle), name.clone());
+                }
+            }
+            Role::MarkA | Role::DomainMark => self.mark(def, row),
+            Role::RangeStartA | Role::DomainRangeStart => self.range_start(def, row),
+            Role::RangeEnd | Role::DomainRangeEnd => self.range_end(enter, row),
+        }
+    }
+
+    /// A stub registered while tracing is named by `rtFunctionRegister`; one registered
+    /// before attach is named by the ELF symbol it points at.
+    fn stub_name(&mut self, pid: u32, stub: u64) -> Option<String> {
+        if let Some(name) = self.kernels.get(&(pid, stub)) {
+            return Some(name.clone());
+        }
+        let name = self.symbolizer.function_at(pid, stub)?;
+        self.kernels.insert((pid, stub), name.clone());
+        Some(name)
+    }
+
+    fn tiling_key_name(&self, pid: u32, binary: u64, tiling_key: u64) -> Option<String> {
+        let functions = self.binaries.get(&(pid, binary))?;
+        functions.get(usize::try_from(tiling_key).ok()?).cloned()
+    }
+
+    fn domain_of(&self, def: &ProbeDef, row: &ApiRow) -> Option<String> {
+        matches!(def.role, Role::DomainMark | Role::DomainRangeStart)
+            .then(|| self.mstx_domains.get(&(row.pid, row.args.handle?)).cloned())
+            .flatten()
+    }
+
+    fn mark(&mut self, def: &ProbeDef, row: &ApiRow) {
+        let marker = MarkerRow {
+            kind: MarkerKind::Mark,
+            end_ns: Some(row.start_ns),
+            ..self.marker(def, row)
+        };
+        self.output.markers.push(marker);
+    }
+
+    fn range_start(&mut self, def: &ProbeDef, row: &ApiRow) {
+        let Some(id) = row.args.range_id.filter(|&id| id != 0) else {
+            return;
+        };
+        let marker = MarkerRow {
+            kind: MarkerKind::Range,
+            range_id: Some(id),
+            ..self.marker(def, row)
+        };
+        self.ranges.insert((row.pid, id), marker);
+    }
+
+    /// What marks and ranges take from the mstx call that made them.
+    fn marker(&self, def: &ProbeDef, row: &ApiRow) -> MarkerRow {
+        MarkerRow {
+            message: row.args.message.clone().unwrap_or_default(),
+            domain: self.domain_of(def, row),
+            pid: row.pid,
+            tid: row.tid,
+            start_ns: row.start_ns,
+            correlation_id: row.correlation_id,
+            stream: row.args.stream,
+            ..Default::default()
+        }
+    }
+
+    fn range_end(&mut self, enter: &ApiEnter, row: &ApiRow) {
+        let Some(id) = row.args.range_id else { return };
+        if let Some(mut marker) = self.ranges.remove(&(row.pid, id)) {
+            marker.end_ns = Some(enter.header.ts_ns);
+            marker.end_tid = Some(row.tid);
+            self.output.markers.push(marker);
+        }
+    }
+}
+
+fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
+    ApiRow {
+        correlation_id: enter.correlation_id,
+        parent_correlation_id: (enter.parent_correlation_id != 0)
+            .then_some(enter.parent_correlation_id),
+        domain: def.domain.name(),
+        name: def.symbol,
+        mspti_domain: def.mspti.map(|(d, _)| d.name()),
+        cbid: def.mspti.map(|(_, id)| id),
+        library: def.library.file_name(),
+        pid: enter.header.pid,
+        tid: enter.header.tid,
+        depth: enter.header.depth,
+        start_ns: enter.header.ts_ns,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::{MAX_ARGS, RecordKind, TEXT_LEN};
+
+    fn enter(probe: &str, id: u64, parent: u64, ts: u64, args: [u64; MAX_ARGS], s: &str) -> Record {
+        let mut text = [0u8; TEXT_LEN];
+        text[..s.len()].copy_from_slice(s.as_bytes());
+        Record::Enter(ApiEnter {
+            header: RecordHeader {
+                kind: RecordKind::ApiEnter as u8,
+                probe: catalog::find(probe).unwrap(),
+                pid: 10,
+                tid: 11,
+                ts_ns: ts,
+                ..Default::default()
+            },
+            correlation_id: id,
+            parent_correlation_id: parent,
+            args,
+            text_len: s.len() as u32,
+            _pad: 0,
+            text,
+        })
+    }
+
+    fn exit(probe: &str, id: u64, ts: u64, ret: u64, out: Option<u64>) -> Record {
+        Record::Exit(ApiExit {
+            header: RecordHeader {
+                kind: RecordKind::ApiExit as u8,
+                probe: catalog::find(probe).unwrap(),
+                pid: 10,
+                tid: 11,
+                ts_ns: ts,
+                ..Default::default()
+            },
+            correlation_id: id,
+            ret,
+            out_value: out.unwrap_or(0),
+            flags: if out.is_some() { EXIT_OUT_VALID } else { 0 },
+            _pad: 0,
+        })
+    }
+
+    #[test]
+    fn nested_calls_and_kernel_names() {
+        let mut c = Correlator::default();
+        let a = [0; MAX_ARGS];
+        for r in [
+            enter("aclrtBinaryGetFunction", 1, 0, 100, a, "matmul_kernel"),
+            exit("aclrtBinaryGetFunction", 1, 110, 0, Some(0xf00)),
+            enter(
+                "aclrtLaunchKernel",
+                2,
+                0,
+                200,
+                [0xf00, 8, 0, 0, 0x5, 0, 0, 0],
+                "",
+            ),
+            enter(
+                "rtLaunchKernelByFuncHandleV3",
+                3,
+                2,
+                210,
+                [0xf00, 8, 0, 0x5, 0, 0, 0, 0],
+                "",
+            ),
+            exit("rtLaunchKernelByFuncHandleV3", 3, 220, 0, None),
+            exit("aclrtLaunchKernel", 2, 230, 0, None),
+        ] {
+            c.push(&r, &mut ());
+        }
+        let out = c.take_output();
+        assert_eq!(out.api.len(), 3);
+        let inner = &out.api[1];
+        assert_eq!(inner.name, "rtLaunchKernelByFuncHandleV3");
+        assert_eq!(inner.parent_correlation_id, Some(2));
+        assert_eq!(inner.args.kernel_name.as_deref(), Some("matmul_kernel"));
+        assert_eq!(inner.args.stream, Some(0x5));
+        let outer = &out.api[2];
+        assert_eq!((outer.start_ns, outer.end_ns), (200, Some(230)));
+        assert_eq!(outer.args.block_dim, Some(8));
+        assert_eq!(outer.args.kernel_name.as_deref(), Some("matmul_kernel"));
+    }
+
+    #[test]
+    fn mstx_ranges_and_incomplete_calls() {
+        let mut c = Correlator::default();
+        let a = [0; MAX_ARGS];
+        for r in [
+            enter("mstxRangeStartA", 1, 0, 10, a, "step 1"),
+            exit("mstxRangeStartA", 1, 11, 77, None),
+            enter("mstxMarkA", 2, 0, 20, a, "here"),
+            exit("mstxMarkA", 2, 21, 0, None),
+            enter("mstxRangeEnd", 3, 0, 30, [77, 0, 0, 0, 0, 0, 0, 0], ""),
+            exit("mstxRangeEnd", 3, 31, 0, None),
+            enter("aclrtSynchronizeStream", 4, 0, 40, a, ""),
+        ] {
+            c.push(&r, &mut ());
+        }
+        c.finish(&mut (), &FinalState::default());
+        let out = c.take_output();
+        assert_eq!(out.markers.len(), 2);
+        let range = out.markers.iter().find(|m| m.kind == MarkerKind::Range).unwrap();
+        assert_eq!(
+            (range.start_ns, range.end_ns, range.range_id),
+            (10, Some(30), Some(77))
+        );
+        assert_eq!(range.message, "step 1");
+        let open = out
+            .api
+            .iter()
+            .find(|r| r.name == "aclrtSynchronizeStream")
+            .unwrap();
+        assert!(open.incomplete && open.end_ns.is_none());
+        assert_eq!(c.stats().incomplete_calls, 1);
+    }
+}

@@ -1,0 +1,181 @@
+//! `DIR/session.json`: what a dataset needs to be interpreted later — where and when it
+//! was recorded, how to map its CLOCK_MONOTONIC timestamps to wall-clock time, what was
+//! attached, and what was lost.
+use std::{
+    collections::BTreeMap,
+    fs,
+    io::Write,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::SCHEMA_VERSION;
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC at one instant, in ns.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct ClockSample {
+    pub monotonic_ns: u64,
+    pub realtime_ns: u64,
+    pub realtime_minus_monotonic_ns: i128,
+}
+
+/// What was attached in one library file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttachedFile {
+    /// The catalog's library name, e.g. `libascendcl.so`.
+    pub library: String,
+    pub path: PathBuf,
+    pub functions: Vec<String>,
+    /// Enabled functions the file does not define (an older CANN, a stripped build).
+    pub missing: Vec<String>,
+}
+
+/// What the correlator could not pair.
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
+pub struct CorrelateStats {
+    pub calls: u64,
+    /// EXIT whose ENTER never arrived (lost to a full ring buffer).
+    pub exits_without_enter: u64,
+    /// Calls still open when their thread exited or tracing stopped.
+    pub incomplete_calls: u64,
+    /// Records naming a probe id outside the catalog (never expected).
+    pub unknown_probes: u64,
+}
+
+/// Device tasks seen, and what could not be attributed.
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
+pub struct ActivityStats {
+    pub tasks: u64,
+    pub tasks_without_api: u64,
+    pub device_errors: u64,
+    pub missing_completions: u64,
+}
+
+/// How a device clock model was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockStatus {
+    /// Nothing known: no frequency, no observation.
+    Unknown,
+    /// Only the nominal frequency (or too little data to fix the line): no conversion.
+    Nominal,
+    /// Fitted from task bounds only.
+    BoundsOnly,
+    /// Fitted with at least one direct syscnt sample.
+    Direct,
+    /// Constraints conflict beyond the outlier budget: the line minimizes the worst violation.
+    Infeasible,
+}
+
+/// A device's fitted syscnt -> CLOCK_MONOTONIC model, as reported in the session.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClockSummary {
+    pub status: ClockStatus,
+    pub freq_hz: Option<f64>,
+    /// `a` in `host_ns = a + b·cnt`.
+    pub offset_ns: Option<f64>,
+    /// `b` in `host_ns = a + b·cnt`.
+    pub ns_per_tick: Option<f64>,
+    /// Device rate versus nominal: positive when the device counts fast.
+    pub drift_ppm: Option<f64>,
+    /// Worst deviation of any line consistent with the kept constraints from the fitted one,
+    /// over the observed count range, plus half a tick. `None` when unbounded or infeasible.
+    pub error_bound_ns: Option<f64>,
+    pub samples: u64,
+    pub tasks: u64,
+    /// Constraints dropped as outliers, plus those still violated when infeasible.
+    pub violations: u64,
+    /// Malformed observations (exit before enter, end before start, received before submit).
+    pub ignored: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Session {
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema_version: u32,
+    pub tool: String,
+    /// Version of the tool that wrote the dataset.
+    pub version: String,
+    pub host: String,
+    pub boot_id: String,
+    pub kernel_release: String,
+    pub command_line: Vec<String>,
+    pub mode: String,
+    pub targets: Vec<u32>,
+    pub clock_start: ClockSample,
+    pub clock_end: Option<ClockSample>,
+    /// False while recording; a dataset whose session says false was not stopped cleanly.
+    pub complete: bool,
+    pub attached: Vec<AttachedFile>,
+    /// Records lost in the kernel, per drop kind.
+    pub drops: BTreeMap<String, u64>,
+    pub correlation: CorrelateStats,
+    /// Device tasks seen, and what could not be attributed.
+    pub activity: ActivityStats,
+    /// Per device: the fitted syscnt -> CLOCK_MONOTONIC model and its error bound.
+    pub clocks: BTreeMap<u32, ClockSummary>,
+    /// Rows written, per table.
+    pub rows: BTreeMap<String, u64>,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Session {
+    pub fn total_drops(&self) -> u64 {
+        self.drops.values().sum()
+    }
+
+    /// Writes `dir/session.json` atomically (temporary file, fsync, rename), mode 0600.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        let path = dir.join("session.json");
+        let tmp = dir.join(".session.json.tmp");
+        let json = serde_json::to_vec_pretty(self)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        file.write_all(&json)?;
+        file.sync_all()?;
+        fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Reads `dir/session.json`, refusing a dataset written with another schema version
+    /// with a line that says which side is older.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join("session.json");
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        check_version(&path, value.get("schema_version").and_then(|v| v.as_u64()))?;
+        serde_json::from_value(value)
+            .with_context(|| format!("{} is not an npu-bpftrace session", path.display()))
+    }
+}
+
+/// Fails unless `found` (a file's schema version; None before versions were written) is
+/// [`SCHEMA_VERSION`].
+pub fn check_version(file: &Path, found: Option<u64>) -> Result<()> {
+    let ours = u64::from(SCHEMA_VERSION);
+    match found {
+        Some(v) if v == ours => Ok(()),
+        Some(v) if v > ours => bail!(
+            "{} has schema version {v}, newer than this npu-bpftrace reads ({ours}): \
+             use a newer npu-bpftrace",
+            file.display()
+        ),
+        found => bail!(
+            "{} has schema version {}, older than this npu-bpftrace reads ({ours}): \
+             read it with the npu-bpftrace that wrote it, or record it again",
+            file.display(),
+            found.map_or("1".to_string(), |v| v.to_string())
+        ),
+    }
+}

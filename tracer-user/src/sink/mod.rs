@@ -1,4 +1,0 @@
-//! Output sinks: where correlated rows go.
-pub mod parquet;
-pub mod print;
-pub mod tables;
