@@ -24,10 +24,8 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
         clock_end: None,
         complete: false,
         attached: Vec::new(),
-        drops: DropKind::ALL
-            .iter()
-            .map(|k| (k.name().to_owned(), 0))
-            .collect(),
+        drops: counters(|k| !k.is_read_failure()),
+        read_failures: counters(DropKind::is_read_failure),
         correlation: CorrelateStats::default(),
         activity: ActivityStats::default(),
         clocks: BTreeMap::new(),
@@ -37,10 +35,25 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
     }
 }
 
-/// Records the kernel-side loss counters, indexed like `DropKind::ALL`.
+/// Zero counters for the drop kinds `pick` selects.
+fn counters(pick: impl Fn(DropKind) -> bool) -> BTreeMap<String, u64> {
+    DropKind::ALL
+        .into_iter()
+        .filter(|&k| pick(k))
+        .map(|k| (k.name().to_owned(), 0))
+        .collect()
+}
+
+/// Records the kernel-side counters, indexed like `DropKind::ALL`: losses in `drops`, read
+/// failures in `read_failures`.
 pub fn set_drops(session: &mut Session, drops: &[u64]) {
-    for (kind, count) in DropKind::ALL.iter().zip(drops) {
-        session.drops.insert(kind.name().to_owned(), *count);
+    for (kind, &count) in DropKind::ALL.iter().zip(drops) {
+        let map = if kind.is_read_failure() {
+            &mut session.read_failures
+        } else {
+            &mut session.drops
+        };
+        map.insert(kind.name().to_owned(), count);
     }
 }
 

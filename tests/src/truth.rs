@@ -6,9 +6,12 @@ use crate::{Row, group, int};
 
 /// How far the probe's timestamps may be from the simulator's own (taken inside the
 /// function). The probe fires just before entry and just after return; its cost is
-/// ~10 µs per hit on these VMs, far more only when the machine is overloaded.
+/// ~10 µs per hit on these VMs. The median says the probe times are the call's; the
+/// maximum only catches a row paired with the wrong call, so it allows any preemption a
+/// loaded machine can impose between the probe and the function body (tens of ms seen
+/// while other builds ran). Speed is measured by `cargo xtask bench`, not here.
 const MEDIAN_SKEW_LIMIT_NS: u64 = 200_000;
-const MAX_SKEW_LIMIT_NS: u64 = 50_000_000;
+const MAX_SKEW_LIMIT_NS: u64 = 2_000_000_000;
 
 /// What a comparison measured.
 #[derive(Debug, Default)]
@@ -57,8 +60,14 @@ pub fn assert_api_matches(rows: &[Row], truth: &[Value]) -> Comparison {
                 enclosing.pop();
             }
             check_call(row, call, enclosing.last().copied(), &names);
-            enter_skews.push(u(&call["enter_ns"]) - u(&row["start_ns"]));
-            exit_skews.push(u(&row["end_ns"]) - u(&call["exit_ns"]));
+            let (start, end) = (u(&row["start_ns"]), u(&row["end_ns"]));
+            let (enter, exit) = (u(&call["enter_ns"]), u(&call["exit_ns"]));
+            assert!(
+                start <= enter && exit <= end,
+                "probe times [{start}, {end}] do not bracket the call [{enter}, {exit}]: {row:?}"
+            );
+            enter_skews.push(enter - start);
+            exit_skews.push(end - exit);
             enclosing.push(call);
         }
     }

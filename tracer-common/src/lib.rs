@@ -63,10 +63,24 @@ pub enum DropKind {
     TaskComplete = 5,
     /// The submitted-task map was full; a task will complete without its API call.
     TaskMapFull = 6,
+    /// A `halTaskSendInfo` (SQE address, count) could not be read: its tasks are untraced.
+    SendInfoRead = 7,
+    /// An SQE header could not be read: that task and the rest of the batch are untraced.
+    SqeRead = 8,
+    /// A `halReportRecvInfo` (CQE address, count) could not be read: completions lost.
+    RecvInfoRead = 9,
+    /// A CQE's stream or task id could not be read: that completion is lost.
+    CqeRead = 10,
+    /// A C string argument could not be read: the row lacks its text.
+    TextRead = 11,
+    /// An out-parameter could not be read at return: the row lacks its value.
+    OutRead = 12,
+    /// Arguments passed on the stack could not be read: they read as 0.
+    StackArgsRead = 13,
 }
 
 impl DropKind {
-    pub const COUNT: u32 = 7;
+    pub const COUNT: u32 = 14;
     pub const ALL: [DropKind; Self::COUNT as usize] = [
         Self::ApiEnter,
         Self::ApiExit,
@@ -75,7 +89,20 @@ impl DropKind {
         Self::ThreadMapFull,
         Self::TaskComplete,
         Self::TaskMapFull,
+        Self::SendInfoRead,
+        Self::SqeRead,
+        Self::RecvInfoRead,
+        Self::CqeRead,
+        Self::TextRead,
+        Self::OutRead,
+        Self::StackArgsRead,
     ];
+
+    /// A user-memory read that failed (the record is kept, a value in it is missing or
+    /// a device task goes untraced), as opposed to a record or call that was lost.
+    pub const fn is_read_failure(self) -> bool {
+        (self as u32) >= (Self::SendInfoRead as u32)
+    }
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -86,11 +113,18 @@ impl DropKind {
             Self::ThreadMapFull => "thread_map_full",
             Self::TaskComplete => "ringbuf_full_task_complete",
             Self::TaskMapFull => "task_map_full",
+            Self::SendInfoRead => "read_failed_send_info",
+            Self::SqeRead => "read_failed_sqe",
+            Self::RecvInfoRead => "read_failed_recv_info",
+            Self::CqeRead => "read_failed_cqe",
+            Self::TextRead => "read_failed_text",
+            Self::OutRead => "read_failed_out_param",
+            Self::StackArgsRead => "read_failed_stack_args",
         }
     }
 }
 
-/// First bytes of every ring-buffer record.
+/// First bytes of every ring-buffer record; built only by [`RecordHeader::new`].
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RecordHeader {
@@ -104,9 +138,26 @@ pub struct RecordHeader {
     pub pid: u32,
     /// Kernel thread id.
     pub tid: u32,
-    pub _pad: u32,
+    /// Private, so that every header is built by [`RecordHeader::new`].
+    _pad: u32,
     /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC nanoseconds.
     pub ts_ns: u64,
+}
+
+impl RecordHeader {
+    /// The header of a record of `kind` about `probe` at call depth `depth`.
+    #[inline(always)]
+    pub const fn new(kind: RecordKind, probe: u16, depth: u8, pid: u32, tid: u32, ts_ns: u64) -> Self {
+        Self {
+            kind: kind as u8,
+            depth,
+            probe,
+            pid,
+            tid,
+            _pad: 0,
+            ts_ns,
+        }
+    }
 }
 
 /// ENTER of a traced call.

@@ -247,13 +247,12 @@ impl Activity {
         }
         self.tasks_lost(missing, now_ns);
         for (kind, &count) in DropKind::ALL.iter().zip(drops).filter(|(_, c)| **c > 0) {
-            self.critical(
-                now_ns,
-                EventKind::RingBufferDrop,
-                Severity::Error,
-                count,
-                kind.name().to_string(),
-            );
+            let (event, severity) = if kind.is_read_failure() {
+                (EventKind::ProbeReadFailure, Severity::Warning)
+            } else {
+                (EventKind::RingBufferDrop, Severity::Error)
+            };
+            self.critical(now_ns, event, severity, count, kind.name().to_string());
         }
         let doubts: Vec<(u32, String)> = self
             .clocks

@@ -417,14 +417,14 @@ mod tests {
         let mut text = [0u8; TEXT_LEN];
         text[..s.len()].copy_from_slice(s.as_bytes());
         Record::Enter(ApiEnter {
-            header: RecordHeader {
-                kind: RecordKind::ApiEnter as u8,
-                probe: catalog::find(probe).unwrap(),
-                pid: 10,
-                tid: 11,
-                ts_ns: ts,
-                ..Default::default()
-            },
+            header: RecordHeader::new(
+                RecordKind::ApiEnter,
+                catalog::find(probe).unwrap(),
+                0,
+                10,
+                11,
+                ts,
+            ),
             correlation_id: id,
             parent_correlation_id: parent,
             args,
@@ -436,14 +436,14 @@ mod tests {
 
     fn exit(probe: &str, id: u64, ts: u64, ret: u64, out: Option<u64>) -> Record {
         Record::Exit(ApiExit {
-            header: RecordHeader {
-                kind: RecordKind::ApiExit as u8,
-                probe: catalog::find(probe).unwrap(),
-                pid: 10,
-                tid: 11,
-                ts_ns: ts,
-                ..Default::default()
-            },
+            header: RecordHeader::new(
+                RecordKind::ApiExit,
+                catalog::find(probe).unwrap(),
+                0,
+                10,
+                11,
+                ts,
+            ),
             correlation_id: id,
             ret,
             out_value: out.unwrap_or(0),

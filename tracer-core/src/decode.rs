@@ -72,12 +72,7 @@ mod tests {
     #[test]
     fn decodes_exit_and_rejects_garbage() {
         let exit = ApiExit {
-            header: RecordHeader {
-                kind: RecordKind::ApiExit as u8,
-                pid: 7,
-                tid: 8,
-                ..Default::default()
-            },
+            header: RecordHeader::new(RecordKind::ApiExit, 0, 0, 7, 8, 0),
             correlation_id: 42,
             ret: 3,
             ..Default::default()

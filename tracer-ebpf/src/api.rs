@@ -57,26 +57,6 @@ fn thread_state(tid: u32) -> Option<*mut ThreadState> {
 }
 
 #[inline(always)]
-pub(crate) fn header(
-    kind: RecordKind,
-    probe: u16,
-    depth: u32,
-    tgid: u32,
-    tid: u32,
-    ts_ns: u64,
-) -> RecordHeader {
-    RecordHeader {
-        kind: kind as u8,
-        depth: depth as u8,
-        probe,
-        pid: tgid,
-        tid,
-        _pad: 0,
-        ts_ns,
-    }
-}
-
-#[inline(always)]
 fn on_enter(ctx: &ProbeContext) {
     let ts_ns = unsafe { bpf_ktime_get_ns() };
     let (tgid, tid) = current_ids();
@@ -131,7 +111,7 @@ fn on_enter(ctx: &ProbeContext) {
     let rec = entry.as_mut_ptr();
     // SAFETY: `rec` points at reserved ring-buffer memory of the right size.
     unsafe {
-        (*rec).header = header(RecordKind::ApiEnter, probe, depth as u32, tgid, tid, ts_ns);
+        (*rec).header = RecordHeader::new(RecordKind::ApiEnter, probe, depth as u8, tgid, tid, ts_ns);
         (*rec).correlation_id = correlation_id;
         (*rec).parent_correlation_id = parent;
         (*rec).args = args;
@@ -166,7 +146,10 @@ fn stack_args(ctx: &ProbeContext) -> [u64; 2] {
     // SAFETY: the context pointer comes from the kernel for this program invocation.
     let sp = unsafe { (*ctx.regs).rsp };
     // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
-    unsafe { bpf_probe_read_user((sp + 8) as *const [u64; 2]) }.unwrap_or([0; 2])
+    unsafe { bpf_probe_read_user((sp + 8) as *const [u64; 2]) }.unwrap_or_else(|_| {
+        count_drop(DropKind::StackArgsRead);
+        [0; 2]
+    })
 }
 
 /// Arguments 7 and 8 are in registers on the other 64-bit ABIs aya supports.
@@ -192,7 +175,10 @@ fn text_ptr(args: &[u64; MAX_ARGS], spec: &ProbeSpec) -> u64 {
     }
     let field = base.wrapping_add(u64::from(spec.text_offset)) as *const u64;
     // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
-    unsafe { bpf_probe_read_user(field) }.unwrap_or(0)
+    unsafe { bpf_probe_read_user(field) }.unwrap_or_else(|_| {
+        count_drop(DropKind::TextRead);
+        0
+    })
 }
 
 /// Copies the C string at `ptr` into `dst`; returns its length without the NUL.
@@ -205,6 +191,10 @@ fn read_text(ptr: u64, dst: &mut [u8]) -> u32 {
     // SAFETY: the helper bounds the read by `dst` and faults safely on bad user pointers.
     let len =
         unsafe { bpf_probe_read_user_str(dst.as_mut_ptr().cast(), dst.len() as u32, ptr.cast()) };
+    if len < 0 {
+        count_drop(DropKind::TextRead);
+        return 0;
+    }
     // The helper counts the NUL it copied.
     (len.clamp(1, dst.len() as i64) - 1) as u32
 }
@@ -236,7 +226,7 @@ fn on_exit(ctx: &RetProbeContext) {
         return;
     };
     entry.write(ApiExit {
-        header: header(RecordKind::ApiExit, probe, state.depth, tgid, tid, ts_ns),
+        header: RecordHeader::new(RecordKind::ApiExit, probe, state.depth as u8, tgid, tid, ts_ns),
         correlation_id: frame.correlation_id,
         ret,
         out_value,
@@ -275,6 +265,9 @@ fn read_out(ptr: u64, size: u8) -> (u64, u32) {
     match unsafe { bpf_probe_read_user(ptr as *const u64) } {
         Ok(v) if size >= 8 => (v, EXIT_OUT_VALID),
         Ok(v) => (v & ((1u64 << (size as u32 * 8)) - 1), EXIT_OUT_VALID),
-        Err(_) => (0, 0),
+        Err(_) => {
+            count_drop(DropKind::OutRead);
+            (0, 0)
+        }
     }
 }

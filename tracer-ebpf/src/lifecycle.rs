@@ -15,15 +15,7 @@ pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
         return 0;
     }
     let ts_ns = unsafe { bpf_ktime_get_ns() };
-    let header = RecordHeader {
-        kind: RecordKind::ThreadExit as u8,
-        depth: 0,
-        probe: 0,
-        pid: tgid,
-        tid,
-        _pad: 0,
-        ts_ns,
-    };
+    let header = RecordHeader::new(RecordKind::ThreadExit, 0, 0, tgid, tid, ts_ns);
     if EVENTS
         .output::<RecordHeader>(header, submit_flags())
         .is_err()

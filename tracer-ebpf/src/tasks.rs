@@ -5,14 +5,11 @@
 //! Field offsets come from the catalog's layout description (`LAYOUT`).
 use aya_ebpf::helpers::bpf_probe_read_user;
 use tracer_common::{
-    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordKind, TaskComplete, TaskInfo,
-    TaskKey,
+    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind, TaskComplete,
+    TaskInfo, TaskKey,
 };
 
-use crate::{
-    api::header,
-    maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, submit_flags},
-};
+use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, submit_flags};
 
 #[inline(always)]
 fn layout() -> Option<DeviceLayout> {
@@ -46,6 +43,7 @@ pub fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
         read::<u64>(info, l.send_sqe_addr),
         read::<u32>(info, l.send_sqe_num),
     ) else {
+        count_drop(DropKind::SendInfoRead);
         return;
     };
     let correlation_id = outermost_call(tid);
@@ -60,6 +58,7 @@ pub fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
             read::<u16>(sqe, l.sqe_stream),
             read::<u16>(sqe, l.sqe_task),
         ) else {
+            count_drop(DropKind::SqeRead);
             return;
         };
         let key = TaskKey::new(tgid, device_id, stream_id, task_id);
@@ -87,6 +86,7 @@ pub fn on_cq_recv(info: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: u64) {
         read::<u64>(info, l.recv_cqe_addr),
         read::<u32>(info, l.recv_report_num),
     ) else {
+        count_drop(DropKind::RecvInfoRead);
         return;
     };
     for i in 0..MAX_CQES {
@@ -103,6 +103,7 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
     let (Some(stream_id), Some(task_id)) =
         (read::<u16>(cqe, l.cqe_stream), read::<u16>(cqe, l.cqe_task))
     else {
+        count_drop(DropKind::CqeRead);
         return;
     };
     let key = TaskKey::new(tgid, device_id, stream_id, task_id);
@@ -117,7 +118,7 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
         return;
     };
     entry.write(TaskComplete {
-        header: header(RecordKind::TaskComplete, 0, 0, tgid, tid, ts_ns),
+        header: RecordHeader::new(RecordKind::TaskComplete, 0, 0, tgid, tid, ts_ns),
         info,
         start_cnt: read::<u64>(cqe, l.cqe_start_cnt).unwrap_or(0),
         end_cnt: read::<u64>(cqe, l.cqe_end_cnt).unwrap_or(0),

@@ -110,8 +110,11 @@ pub struct Session {
     /// False while recording; a dataset whose session says false was not stopped cleanly.
     pub complete: bool,
     pub attached: Vec<AttachedFile>,
-    /// Records lost in the kernel, per drop kind.
+    /// Records or calls lost in the kernel, per drop kind.
     pub drops: BTreeMap<String, u64>,
+    /// User-memory reads that failed in the BPF programs, per kind: the record was kept
+    /// without the value (or a device task went untraced).
+    pub read_failures: BTreeMap<String, u64>,
     pub correlation: CorrelateStats,
     /// Device tasks seen, and what could not be attributed.
     pub activity: ActivityStats,

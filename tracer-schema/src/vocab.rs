@@ -54,6 +54,8 @@ vocabulary! {
         DeviceError = "device_error",
         /// A device clock model whose error bound is too large to trust blindly.
         ClockModel = "clock_model",
+        /// User-memory reads that failed in the BPF programs (the message names which).
+        ProbeReadFailure = "probe_read_failure",
     }
 }
 

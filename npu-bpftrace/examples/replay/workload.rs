@@ -477,12 +477,7 @@ impl Generator {
         let start = frame.enter_ns + TASK_LATENCY_NS / 2;
         let end = frame.enter_ns + TASK_LATENCY_NS;
         let done = TaskComplete {
-            header: RecordHeader {
-                kind: RecordKind::TaskComplete as u8,
-                pid,
-                tid: pid + 999,
-                ..Default::default()
-            },
+            header: RecordHeader::new(RecordKind::TaskComplete, 0, 0, pid, pid + 999, 0),
             info: TaskInfo {
                 correlation_id: frame.correlation_id,
                 submit_ns: frame.enter_ns + 1_000,
@@ -508,15 +503,7 @@ impl Generator {
 }
 
 fn header(kind: RecordKind, thread: &Thread, probe: u16, ts_ns: u64) -> RecordHeader {
-    RecordHeader {
-        kind: kind as u8,
-        depth: 0,
-        probe,
-        pid: thread.pid,
-        tid: thread.tid,
-        _pad: 0,
-        ts_ns,
-    }
+    RecordHeader::new(kind, probe, 0, thread.pid, thread.tid, ts_ns)
 }
 
 /// Appends a record's bytes, as the ring buffer hands them to the poller.
