@@ -1,6 +1,6 @@
 //! Chooses the toolchain that compiles `tracer-ebpf` for the BPF target.
 //!
-//! Used by `tracer-user`'s build script (to build and embed the BPF object) and by
+//! Used by `npu-bpftrace`'s build script (to build and embed the BPF object) and by
 //! `cargo xtask setup` (to install what is missing), so the choice is made in one place.
 //!
 //! Preference: `$NPU_BPF_TOOLCHAIN` when set; else rustup's nightly with `rust-src`

@@ -39,7 +39,8 @@ use crate::{
     symbolize::Symbolizer,
     session::{self, clock_ns},
     sink::{
-        parquet::{ParquetSink, SinkOptions, SinkStats},
+        Sink, SinkStats,
+        parquet::{ParquetSink, SinkOptions},
         print::Printer,
     },
 };
@@ -175,14 +176,19 @@ fn ensure_privileged() -> Result<()> {
     bail!("loading BPF programs needs root, or the CAP_BPF and CAP_PERFMON capabilities (try sudo)")
 }
 
-/// CAP_PERFMON (38) and CAP_BPF (39) in the effective set.
+/// Capability numbers (`linux/capability.h`) the BPF programs need.
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// CAP_PERFMON and CAP_BPF in the effective set.
 fn has_bpf_capabilities() -> bool {
+    let needed = (1u64 << CAP_PERFMON) | (1u64 << CAP_BPF);
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|caps| caps & (3 << 38) == 3 << 38)
+        .is_some_and(|caps| caps & needed == needed)
 }
 
 fn check_attachable(pid: u32) -> Result<()> {
@@ -222,7 +228,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     session.attached = attacher.attached().to_vec();
     session.write(&opts.out_dir)?;
     let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host))?;
-    let pipeline = Pipeline::start(&opts, &mut probes, &attacher, sink)?;
+    let pipeline = Pipeline::start(&opts, &mut probes, &attacher, Box::new(sink))?;
     if let Some(child) = &mut child {
         child.release()?;
     }
@@ -316,7 +322,7 @@ impl Pipeline {
         opts: &TraceOptions,
         probes: &mut Probes,
         attacher: &Attacher,
-        sink: ParquetSink,
+        sink: Box<dyn Sink + Send>,
     ) -> Result<Self> {
         let (stop, stop_rx) = watch::channel(false);
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
@@ -570,7 +576,7 @@ struct ConsumeReport {
 /// Correlates records and writes rows; makes them durable once a second.
 async fn consume(
     mut rx: mpsc::Receiver<Input>,
-    mut sink: ParquetSink,
+    mut sink: Box<dyn Sink + Send>,
     print: bool,
     devices: Devices,
     progress: Arc<Progress>,
@@ -614,9 +620,9 @@ async fn consume(
     })
 }
 
-fn write(sink: &mut ParquetSink, output: Output, progress: &Progress) -> Result<()> {
+fn write(sink: &mut Box<dyn Sink + Send>, output: Output, progress: &Progress) -> Result<()> {
     progress.add_rows(output.len() as u64);
-    sink.write_output(output)
+    sink.write(output)
 }
 
 /// A command started stopped at a gate, so probes are attached before it runs its first

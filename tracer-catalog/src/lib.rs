@@ -205,6 +205,13 @@ pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     cqe_start_cnt: 24,
 };
 
+/// Device error codes a completion can carry, with their `acl_base_rt.h` names.
+pub const DEVICE_ERRORS: &[(u32, &str)] = &[
+    (507_015, "ACL_ERROR_RT_AICORE_EXCEPTION"),
+    (507_000, "ACL_ERROR_RT_INTERNAL_ERROR"),
+    (107_020, "ACL_ERROR_RT_TASK_TIMEOUT"),
+];
+
 /// What a task's SQE type says it is (numbering as the layout above): the task kind, used
 /// when the API call that submitted it is unknown, and the compute unit of kernels.
 pub fn sqe_task_kind(sqe_type: u8) -> Option<(TaskKind, KernelType)> {

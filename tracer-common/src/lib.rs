@@ -276,6 +276,11 @@ pub struct DeviceLayout {
 
 /// SQEs read per `halSqTaskSend` call.
 pub const MAX_SQES: u32 = 16;
+/// The SQE type field's bits in the header's first byte (`rtStarsSqeHeader_t.type : 6`;
+/// the upper two bits are the L1 lock/unlock flags).
+pub const SQE_TYPE_MASK: u8 = 0x3f;
+/// Processes the kernel-side target filter (map `TARGETS`) can hold.
+pub const MAX_TARGETS: u32 = 16_384;
 /// CQEs read per `halCqReportRecv` call.
 pub const MAX_CQES: u32 = 64;
 /// Submitted tasks awaiting completion, over all traced processes.
@@ -380,34 +385,45 @@ pub struct Config {
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: plain-old-data, #[repr(C)], every bit pattern valid.
+    // SAFETY (each impl): a #[repr(C)] struct of integers and integer arrays with its
+    // padding spelled out as `_pad` fields, so every bit pattern is a valid value and no
+    // byte is uninitialized; the layout asserts above pin the sizes.
+    // SAFETY: see above.
     unsafe impl aya::Pod for super::ProbeSpec {}
+    // SAFETY: see above.
     unsafe impl aya::Pod for super::Config {}
+    // SAFETY: see above.
     unsafe impl aya::Pod for super::ThreadState {}
+    // SAFETY: see above.
     unsafe impl aya::Pod for super::DeviceLayout {}
+    // SAFETY: see above.
     unsafe impl aya::Pod for super::TaskKey {}
+    // SAFETY: see above.
     unsafe impl aya::Pod for super::TaskInfo {}
 }
+
+/// The wire layout, checked at compile time in the BPF build and the agent's alike: both
+/// sides read these bytes, and the agent reads them as any bit pattern (no implicit
+/// padding), so a field added in the wrong place fails the build, not a trace.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<RecordHeader>() == 24);
+    assert!(offset_of!(RecordHeader, ts_ns) == 16);
+    assert!(offset_of!(ApiEnter, correlation_id) == 24);
+    assert!(offset_of!(ApiEnter, args) == 40);
+    assert!(offset_of!(ApiEnter, text) == 112);
+    assert!(size_of::<ApiEnter>() == 176);
+    assert!(size_of::<ApiExit>() == 56);
+    assert!(size_of::<ProbeSpec>() == 8);
+    assert!(size_of::<TaskKey>() == 16);
+    assert!(size_of::<TaskInfo>() == 24);
+    assert!(size_of::<TaskComplete>() == 24 + 24 + 16 + 8 + 8);
+    assert!(size_of::<ThreadState>() == 8 + (MAX_DEPTH + 1) * 24);
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::mem::{offset_of, size_of};
-
-    #[test]
-    fn layouts_are_stable() {
-        assert_eq!(size_of::<RecordHeader>(), 24);
-        assert_eq!(offset_of!(ApiEnter, correlation_id), 24);
-        assert_eq!(offset_of!(ApiEnter, args), 40);
-        assert_eq!(offset_of!(ApiEnter, text), 112);
-        assert_eq!(size_of::<ApiEnter>(), 176);
-        assert_eq!(size_of::<ApiExit>(), 56);
-        assert_eq!(size_of::<ProbeSpec>(), 8);
-        assert_eq!(size_of::<TaskKey>(), 16);
-        assert_eq!(size_of::<TaskInfo>(), 24);
-        assert_eq!(size_of::<TaskComplete>(), 24 + 24 + 16 + 8 + 8);
-        assert_eq!(size_of::<ThreadState>(), 8 + (MAX_DEPTH + 1) * 24);
-    }
 
     #[test]
     fn record_kinds_round_trip() {

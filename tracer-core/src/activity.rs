@@ -529,12 +529,10 @@ fn input_bytes(payload: Payload, args: &ApiArgs, world_size: Option<u32>) -> Opt
 
 /// Names of the device error codes CQEs carry.
 fn error_name(code: u32) -> &'static str {
-    match code {
-        507_015 => "ACL_ERROR_RT_AICORE_EXCEPTION",
-        507_000 => "ACL_ERROR_RT_INTERNAL_ERROR",
-        107_020 => "ACL_ERROR_RT_TASK_TIMEOUT",
-        _ => "device error",
-    }
+    catalog::DEVICE_ERRORS
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or("device error", |(_, name)| name)
 }
 
 #[cfg(test)]

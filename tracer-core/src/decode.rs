@@ -43,15 +43,41 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     }
 }
 
-fn read<T: Copy>(bytes: &[u8]) -> Result<T, DecodeError> {
+/// A record the BPF programs write into the ring buffer, readable from its bytes.
+///
+/// # Safety
+/// Implementors are `#[repr(C)]` structs of integers and integer arrays only (no padding
+/// the compiler may assume anything about, no references, enums or bools), so that every
+/// bit pattern of `size_of::<Self>()` bytes is a valid value.
+pub unsafe trait WireRecord: Copy {}
+
+// SAFETY: `tracer-common` declares each of these #[repr(C)] with integer fields and
+// integer arrays only, padding made explicit as `_pad` fields.
+unsafe impl WireRecord for RecordHeader {}
+// SAFETY: as above.
+unsafe impl WireRecord for ApiEnter {}
+// SAFETY: as above.
+unsafe impl WireRecord for ApiExit {}
+// SAFETY: as above.
+unsafe impl WireRecord for TaskComplete {}
+
+fn read<T: WireRecord>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < size_of::<T>() {
         return Err(DecodeError::Short {
             kind: bytes[0],
             len: bytes.len(),
         });
     }
-    // SAFETY: length checked; T is a plain #[repr(C)] record valid for any bit pattern.
+    // SAFETY: the length is checked, `read_unaligned` needs no alignment, and a
+    // `WireRecord` is valid for any bit pattern.
     Ok(unsafe { bytes.as_ptr().cast::<T>().read_unaligned() })
+}
+
+/// The bytes of a record as the ring buffer carries them (for replays and tests).
+pub fn record_bytes<T: WireRecord>(record: &T) -> &[u8] {
+    // SAFETY: a `WireRecord` is plain integers with explicit padding, so all
+    // `size_of::<T>()` bytes behind the reference are initialized.
+    unsafe { std::slice::from_raw_parts((record as *const T).cast(), size_of::<T>()) }
 }
 
 /// The valid part of a captured C string.
@@ -64,10 +90,6 @@ pub fn text(enter: &ApiEnter) -> &[u8] {
 mod tests {
     use super::*;
 
-    fn bytes_of<T>(value: &T) -> &[u8] {
-        // SAFETY: viewing a plain struct as bytes.
-        unsafe { std::slice::from_raw_parts((value as *const T).cast(), size_of::<T>()) }
-    }
 
     #[test]
     fn decodes_exit_and_rejects_garbage() {
@@ -77,7 +99,7 @@ mod tests {
             ret: 3,
             ..Default::default()
         };
-        let Ok(Record::Exit(got)) = decode(bytes_of(&exit)) else {
+        let Ok(Record::Exit(got)) = decode(record_bytes(&exit)) else {
             panic!("exit record not decoded");
         };
         assert_eq!((got.correlation_id, got.ret, got.header.tid), (42, 3, 8));
@@ -90,7 +112,7 @@ mod tests {
             Err(DecodeError::UnknownKind(9))
         ));
         assert!(matches!(
-            decode(&bytes_of(&exit)[..10]),
+            decode(&record_bytes(&exit)[..10]),
             Err(DecodeError::Short { kind: 2, len: 10 })
         ));
     }

@@ -21,13 +21,13 @@ use crate::maps::{
 use crate::tasks;
 
 #[uprobe]
-pub fn api_enter(ctx: ProbeContext) -> u32 {
+pub(crate) fn api_enter(ctx: ProbeContext) -> u32 {
     on_enter(&ctx);
     0
 }
 
 #[uretprobe]
-pub fn api_exit(ctx: RetProbeContext) -> u32 {
+pub(crate) fn api_exit(ctx: RetProbeContext) -> u32 {
     on_exit(&ctx);
     0
 }
@@ -58,6 +58,7 @@ fn thread_state(tid: u32) -> Option<*mut ThreadState> {
 
 #[inline(always)]
 fn on_enter(ctx: &ProbeContext) {
+    // SAFETY: a helper without arguments that only reads the clock.
     let ts_ns = unsafe { bpf_ktime_get_ns() };
     let (tgid, tid) = current_ids();
     if !is_traced(tgid) {
@@ -201,6 +202,7 @@ fn read_text(ptr: u64, dst: &mut [u8]) -> u32 {
 
 #[inline(always)]
 fn on_exit(ctx: &RetProbeContext) {
+    // SAFETY: a helper without arguments that only reads the clock.
     let ts_ns = unsafe { bpf_ktime_get_ns() };
     let (tgid, tid) = current_ids();
     let Some(state) = THREADS.get_ptr_mut(tid) else {

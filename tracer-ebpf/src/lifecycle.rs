@@ -7,13 +7,14 @@ use tracer_common::{DropKind, RecordHeader, RecordKind};
 use crate::maps::{EVENTS, TARGETS, THREADS, config, count_drop, current_ids, submit_flags};
 
 #[tracepoint]
-pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
+pub(crate) fn sched_process_exit(_ctx: TracePointContext) -> u32 {
     let (tgid, tid) = current_ids();
     // Thread ids are never target keys except a process's main thread.
     let _ = TARGETS.remove(tid);
     if THREADS.remove(tid).is_err() {
         return 0;
     }
+    // SAFETY: a helper without arguments that only reads the clock.
     let ts_ns = unsafe { bpf_ktime_get_ns() };
     let header = RecordHeader::new(RecordKind::ThreadExit, 0, 0, tgid, tid, ts_ns);
     if EVENTS
@@ -26,7 +27,7 @@ pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
-pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+pub(crate) fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let cfg = config();
     if cfg.follow_children == 0 {
         return 0;

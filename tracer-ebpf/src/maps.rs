@@ -6,40 +6,40 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_TASKS, MAX_THREADS, ProbeSpec, TaskInfo,
-    TaskKey, ThreadState,
+    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_TARGETS, MAX_TASKS, MAX_THREADS, ProbeSpec,
+    TaskInfo, TaskKey, ThreadState,
 };
 
 /// Records to the agent. The agent may resize it before load.
 #[map]
-pub static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
+pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
 
 /// Per-thread call stacks, keyed by tid.
 #[map]
-pub static THREADS: HashMap<u32, ThreadState> = HashMap::with_max_entries(MAX_THREADS, 0);
+pub(crate) static THREADS: HashMap<u32, ThreadState> = HashMap::with_max_entries(MAX_THREADS, 0);
 
 /// What to capture for each catalog entry, indexed by probe id (the attach cookie).
 #[map]
-pub static PROBE_SPECS: Array<ProbeSpec> = Array::with_max_entries(MAX_PROBES, 0);
+pub(crate) static PROBE_SPECS: Array<ProbeSpec> = Array::with_max_entries(MAX_PROBES, 0);
 
 /// Processes to trace when `Config::filter_targets` is set, keyed by tgid.
 #[map]
-pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(16_384, 0);
+pub(crate) static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARGETS, 0);
 
 #[map]
-pub static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
+pub(crate) static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
 
 /// Offsets of the driver's SQ/CQ structures (index 0), from the probe catalog.
 #[map]
-pub static LAYOUT: Array<DeviceLayout> = Array::with_max_entries(1, 0);
+pub(crate) static LAYOUT: Array<DeviceLayout> = Array::with_max_entries(1, 0);
 
 /// Submitted device tasks awaiting their completion.
 #[map]
-pub static TASKS: HashMap<TaskKey, TaskInfo> = HashMap::with_max_entries(MAX_TASKS, 0);
+pub(crate) static TASKS: HashMap<TaskKey, TaskInfo> = HashMap::with_max_entries(MAX_TASKS, 0);
 
 /// Per-CPU loss counters indexed by [`DropKind`]; the kernel does not count ring-buffer loss.
 #[map]
-pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DropKind::COUNT, 0);
+pub(crate) static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DropKind::COUNT, 0);
 
 /// Per-CPU sequence behind correlation ids.
 #[map]
@@ -52,7 +52,7 @@ const WAKEUP_BYTES: u64 = 256 * 1024;
 
 /// Flags for submitting a record to [`EVENTS`]: wake the agent only when data piles up.
 #[inline(always)]
-pub fn submit_flags() -> u64 {
+pub(crate) fn submit_flags() -> u64 {
     if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) >= WAKEUP_BYTES {
         u64::from(BPF_RB_FORCE_WAKEUP)
     } else {
@@ -62,24 +62,24 @@ pub fn submit_flags() -> u64 {
 
 /// The current task as (tgid, tid).
 #[inline(always)]
-pub fn current_ids() -> (u32, u32) {
+pub(crate) fn current_ids() -> (u32, u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
     ((pid_tgid >> 32) as u32, pid_tgid as u32)
 }
 
 #[inline(always)]
-pub fn config() -> Config {
+pub(crate) fn config() -> Config {
     CONFIG.get(0).copied().unwrap_or_default()
 }
 
 /// Whether calls of process `tgid` are traced.
 #[inline(always)]
-pub fn is_traced(tgid: u32) -> bool {
+pub(crate) fn is_traced(tgid: u32) -> bool {
     config().filter_targets == 0 || TARGETS.get_ptr(tgid).is_some()
 }
 
 #[inline(always)]
-pub fn count_drop(kind: DropKind) {
+pub(crate) fn count_drop(kind: DropKind) {
     if let Some(counter) = DROPS.get_ptr_mut(kind as u32) {
         // SAFETY: per-CPU slot; uprobe BPF programs run with preemption disabled.
         unsafe { *counter += 1 };
@@ -89,7 +89,7 @@ pub fn count_drop(kind: DropKind) {
 /// A session-unique id without atomics (the BPF target has no compare-and-swap):
 /// the CPU number in the top 16 bits, a per-CPU sequence below.
 #[inline(always)]
-pub fn next_correlation_id() -> u64 {
+pub(crate) fn next_correlation_id() -> u64 {
     // SAFETY: helper without preconditions.
     let cpu = unsafe { bpf_get_smp_processor_id() } as u64;
     let Some(seq) = SEQ.get_ptr_mut(0) else {

@@ -5,8 +5,8 @@
 //! Field offsets come from the catalog's layout description (`LAYOUT`).
 use aya_ebpf::helpers::bpf_probe_read_user;
 use tracer_common::{
-    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind, TaskComplete,
-    TaskInfo, TaskKey,
+    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind,
+    SQE_TYPE_MASK, TaskComplete, TaskInfo, TaskKey,
 };
 
 use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, submit_flags};
@@ -36,7 +36,7 @@ fn outermost_call(tid: u32) -> u64 {
 
 /// `halSqTaskSend(uint32_t devId, struct halTaskSendInfo *info)` at ENTER.
 #[inline(always)]
-pub fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
+pub(crate) fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
     let Some(l) = layout() else { return };
     let (device_id, info) = (args[0] as u32, args[1]);
     let (Some(sqes), Some(count)) = (
@@ -67,7 +67,7 @@ pub fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
             submit_ns: ts_ns,
             tid,
             block_dim,
-            sqe_type: ty & 0x3f,
+            sqe_type: ty & SQE_TYPE_MASK,
             _pad: 0,
         };
         // Replaces a stale entry left by a task id that wrapped.
@@ -80,7 +80,7 @@ pub fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
 /// `halCqReportRecv(uint32_t devId, struct halReportRecvInfo *info)` at EXIT, with the
 /// arguments saved at ENTER.
 #[inline(always)]
-pub fn on_cq_recv(info: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: u64) {
+pub(crate) fn on_cq_recv(info: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: u64) {
     let Some(l) = layout() else { return };
     let (Some(cqes), Some(count)) = (
         read::<u64>(info, l.recv_cqe_addr),

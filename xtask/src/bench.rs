@@ -92,7 +92,7 @@ struct Paths {
     bench_calls: PathBuf,
 }
 
-pub fn run(quick: bool) -> Result<()> {
+pub(crate) fn run(quick: bool) -> Result<()> {
     check_root()?;
     setup::run()?;
     let plan = Plan::new(quick);

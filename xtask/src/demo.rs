@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::{cargo, default_sim_dir, setup, sim, workspace_root};
 
-pub fn run() -> Result<()> {
+pub(crate) fn run() -> Result<()> {
     check_root()?;
     setup::run()?;
     let tracer = build_tracer()?;

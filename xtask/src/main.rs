@@ -1,4 +1,4 @@
-//! Developer tasks: `cargo xtask bench | demo | setup | sim | test`.
+//! Developer tasks: `cargo xtask bench | demo | lint | setup | sim | test`.
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context, Result, bail};
@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod lint;
 mod setup;
 mod sim;
 
@@ -34,6 +35,10 @@ enum Task {
     /// Install the BPF toolchain (bpf-linker, a Rust that can build for bpfel) and the
     /// tools the tests use, when missing. Quiet and quick when everything is present.
     Setup,
+    /// Every static check CI runs: rustfmt, clippy (host crates, and the BPF programs for
+    /// the BPF target per architecture), rustdoc, unused dependencies, import cycles.
+    /// Sets up the toolchain first.
+    Lint,
     /// Build the NPU simulator and install a CANN-like tree (default target/npu-sim).
     Sim {
         #[arg(long, value_name = "DIR")]
@@ -51,6 +56,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Task::Bench { quick } => bench::run(quick),
         Task::Demo => demo::run(),
+        Task::Lint => lint::run(),
         Task::Setup => setup::run(),
         Task::Sim { dest } => sim::install(&dest.unwrap_or_else(default_sim_dir)),
         Task::Test { args } => test(&args),

@@ -11,10 +11,11 @@ use crate::cargo;
 
 /// Pinned so every machine builds the same linker against the same LLVM.
 const BPF_LINKER_VERSION: &str = "0.13.0";
-/// Tools the tests and benchmarks compare against.
-const TEST_PACKAGES: &[&str] = &["bpftrace"];
+/// Tools the tests and benchmarks compare against (bpftrace), and clippy for the BPF
+/// toolchain (`cargo xtask lint` checks the BPF programs with Debian's rustc).
+const TEST_PACKAGES: &[&str] = &["bpftrace", "rust-web-clippy"];
 
-pub fn run() -> Result<()> {
+pub(crate) fn run() -> Result<()> {
     let mut missing: Vec<&str> = Vec::new();
     let toolchain = bpf_toolchain::detect().ok();
     let need_llvm = bpf_toolchain::find_bpf_linker().is_none();

@@ -28,8 +28,8 @@ const PACKAGES: [&str; 8] = [
     "npu-sim-prof",
 ];
 
-pub const TOOLKIT_LIB: &str = "ascend-toolkit/latest/lib64";
-pub const DRIVER_LIB: &str = "driver/lib64";
+pub(crate) const TOOLKIT_LIB: &str = "ascend-toolkit/latest/lib64";
+pub(crate) const DRIVER_LIB: &str = "driver/lib64";
 
 /// (artifact in target/release, destination relative to the tree).
 const ARTIFACTS: [(&str, &str); 8] = [
@@ -44,7 +44,7 @@ const ARTIFACTS: [(&str, &str); 8] = [
 ];
 
 /// Builds the simulator and installs it under `dest`.
-pub fn install(dest: &Path) -> anyhow::Result<()> {
+pub(crate) fn install(dest: &Path) -> anyhow::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .context("xtask has no parent directory")?;

@@ -36,7 +36,7 @@ use tracer_catalog as catalog;
 use tracer_core::{
     clock::ClockReading,
     correlate::{Correlator, FinalState},
-    decode::{Record, decode},
+    decode::{Record, WireRecord, decode, record_bytes},
 };
 
 /// What to replay.
@@ -507,11 +507,8 @@ fn header(kind: RecordKind, thread: &Thread, probe: u16, ts_ns: u64) -> RecordHe
 }
 
 /// Appends a record's bytes, as the ring buffer hands them to the poller.
-fn push_record<T: Copy>(bytes: &mut Vec<u8>, spans: &mut Vec<(usize, usize)>, record: &T) {
-    // SAFETY: viewing a plain #[repr(C)] record as bytes.
-    let raw = unsafe {
-        std::slice::from_raw_parts(std::ptr::from_ref(record).cast::<u8>(), size_of::<T>())
-    };
+fn push_record<T: WireRecord>(bytes: &mut Vec<u8>, spans: &mut Vec<(usize, usize)>, record: &T) {
+    let raw = record_bytes(record);
     spans.push((bytes.len(), raw.len()));
     bytes.extend_from_slice(raw);
 }

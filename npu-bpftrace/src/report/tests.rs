@@ -175,12 +175,15 @@ fn write_dataset(dir: &Path) {
         .expect("hccl");
     b.finish().expect("finish b");
 
-    let session = json!({
-        "host": "a",
-        "complete": true,
-        "drops": {"ringbuf_full_api_enter": 2, "ringbuf_full_api_exit": 0},
-    });
-    std::fs::write(dir.join("session.json"), session.to_string()).expect("session.json");
+    write_session(dir, "a", &[("ringbuf_full_api_enter", 2), ("ringbuf_full_api_exit", 0)]);
+}
+
+/// A complete `session.json` of host `host` with these drop counters.
+fn write_session(dir: &Path, host: &str, drops: &[(&str, u64)]) {
+    let mut session = crate::session::start(host.to_owned(), "record".to_owned(), Vec::new());
+    session.complete = true;
+    session.drops = drops.iter().map(|&(k, n)| (k.to_owned(), n)).collect();
+    session.write(dir).expect("session.json");
 }
 
 #[test]
@@ -342,13 +345,28 @@ fn clean_verdict() {
     sink.write_kernels(&[kernel(1, "noop", 0, Some(10), 0)])
         .expect("kernels");
     sink.finish().expect("finish");
-    let session = json!({"host": "h", "complete": true, "drops": {"x": 0}});
-    std::fs::write(dir.join("session.json"), session.to_string()).expect("session.json");
+    write_session(&dir, "h", &[("x", 0)]);
     let text = report(&dir, Format::Table).expect("report");
     assert!(
         text.ends_with("clean: no drops, no critical events, session complete\n"),
         "{text}"
     );
+}
+
+/// A dataset whose session.json has another schema version is refused with a line saying
+/// which side is older (Parquet parts: `tracer_schema::dataset`'s tests).
+#[test]
+fn other_schema_versions_are_refused() {
+    let dir = Scratch::new("versions");
+    write_dataset(&dir);
+    let path = dir.join("session.json");
+    let text = std::fs::read_to_string(&path).expect("session.json");
+    let mut session: Value = serde_json::from_str(&text).expect("json");
+    session["schema_version"] = json!(tracer_schema::SCHEMA_VERSION + 1);
+    std::fs::write(&path, session.to_string()).expect("write");
+    let err = format!("{:#}", report(&dir, Format::Table).expect_err("newer session"));
+    assert!(err.contains("newer than this npu-bpftrace reads"), "{err}");
+
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! renamed into place; the next rows start a new part. A killed agent loses at most the rows
 //! since the last flush, and readers never see a partial file (the leading dot hides
 //! in-progress parts from dataset readers that list the directory).
-use std::collections::BTreeMap;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::ErrorKind;
 use std::mem;
@@ -22,6 +21,8 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use tracer_core::correlate::Output;
+
+use super::{Sink, SinkStats};
 use tracer_schema::{
     SCHEMA_VERSION,
     dataset::SCHEMA_VERSION_KEY,
@@ -74,17 +75,6 @@ fn hostname() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned())
-}
-
-/// What a session wrote, as returned by [`ParquetSink::finish`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SinkStats {
-    /// Rows per table name; every table is present, with 0 where it had no rows.
-    pub rows: BTreeMap<&'static str, u64>,
-    /// Complete part files written.
-    pub files: u64,
-    /// Bytes of those files.
-    pub bytes: u64,
 }
 
 /// Writes each table as a Parquet dataset under one output directory.
@@ -431,6 +421,20 @@ fn writer_properties(opts: &SinkOptions, columns: &[Column]) -> Result<WriterPro
         }
     }
     Ok(props.build())
+}
+
+impl Sink for ParquetSink {
+    fn write(&mut self, output: Output) -> Result<()> {
+        self.write_output(output)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        ParquetSink::flush(self)
+    }
+
+    fn finish(self: Box<Self>) -> Result<SinkStats> {
+        ParquetSink::finish(*self)
+    }
 }
 
 #[cfg(test)]

@@ -4,23 +4,57 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
 pub mod prof;
 
-/// The installed simulator tree: `$NPU_SIM_HOME`, else `<workspace>/target/npu-sim`.
+/// The installed simulator tree: `$NPU_SIM_HOME` (set by `cargo xtask test`), else
+/// `<workspace>/target/npu-sim`, brought up to date by this test process first so that a
+/// plain `cargo test` works on a fresh clone.
 pub fn sim_home() -> PathBuf {
-    let home = std::env::var_os("NPU_SIM_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/npu-sim"));
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = match std::env::var_os("NPU_SIM_HOME") {
+            Some(home) => PathBuf::from(home),
+            None => install_for_tests(),
+        };
+        assert!(
+            home.join("bin/npu-sim-app").exists()
+                && home.join("driver/lib64/libascend_hal.so").exists(),
+            "no simulator installed at {}: run `cargo xtask sim` first (or set NPU_SIM_HOME)",
+            home.display()
+        );
+        home.canonicalize().expect("canonical simulator path")
+    })
+    .clone()
+}
+
+/// Runs `cargo xtask sim` into `<workspace>/target/npu-sim`, one test process at a time
+/// (a lock file), with its own target directory: the `cargo test` that runs this holds
+/// the workspace's. A tree that is up to date costs a no-op build.
+fn install_for_tests() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = root.join("target");
+    let home = target.join("npu-sim");
+    std::fs::create_dir_all(&target).expect("creating target/");
+    let lock = std::fs::File::create(target.join(".npu-sim-install.lock")).expect("lock file");
+    lock.lock().expect("locking the simulator install");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args(["run", "--quiet", "-p", "xtask", "--", "sim", "--dest"])
+        .arg(&home)
+        .env("CARGO_TARGET_DIR", target.join("sim-for-tests"))
+        .output()
+        .expect("running cargo xtask sim");
     assert!(
-        home.join("bin/npu-sim-app").exists()
-            && home.join("driver/lib64/libascend_hal.so").exists(),
-        "no simulator installed at {}: run `cargo xtask sim` first (or set NPU_SIM_HOME)",
-        home.display()
+        out.status.success(),
+        "installing the simulator failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    home.canonicalize().expect("canonical simulator path")
+    home
 }
 
 /// A fresh, empty directory for one test.

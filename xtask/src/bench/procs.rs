@@ -15,7 +15,7 @@ const SAMPLE: Duration = Duration::from_millis(10);
 
 /// What a monitored process used.
 #[derive(Debug, Clone, Default)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub status: Option<ExitStatus>,
     pub wall_s: f64,
     /// utime + stime of the process itself, without the children it reaped: wait4's total
@@ -82,7 +82,7 @@ impl Window {
 }
 
 /// Runs `cmd` to completion, sampling /proc/PID every 10 ms.
-pub fn run_monitored(cmd: &mut Command) -> Result<Usage> {
+pub(crate) fn run_monitored(cmd: &mut Command) -> Result<Usage> {
     let start = Instant::now();
     let child = cmd
         .spawn()
@@ -178,7 +178,7 @@ fn status_kib(status: &str, key: &str) -> Option<u64> {
 }
 
 /// Tracer processes running now, other than `except`.
-pub fn tracers_except(except: u32) -> usize {
+pub(crate) fn tracers_except(except: u32) -> usize {
     let Ok(dir) = fs::read_dir("/proc") else {
         return 0;
     };
@@ -194,7 +194,7 @@ pub fn tracers_except(except: u32) -> usize {
 /// Waits until no tracer process runs (our own uprobe releases from the previous
 /// configuration included), at most `limit`. Returns the seconds waited and whether the
 /// machine was quiet in the end.
-pub fn wait_quiet(limit: Duration) -> (f64, bool) {
+pub(crate) fn wait_quiet(limit: Duration) -> (f64, bool) {
     let start = Instant::now();
     loop {
         if tracers_except(0) == 0 {
