@@ -36,13 +36,13 @@ use crate::{
     discovery::{self, LibraryFile},
     driver::{self, Devices, Driver},
     progress::{ProcessCounter, Progress, StatusLine},
-    symbolize::Symbolizer,
     session::{self, clock_ns},
     sink::{
         Sink, SinkStats,
         parquet::{ParquetSink, SinkOptions},
         print::Printer,
     },
+    symbolize::Symbolizer,
 };
 
 /// What to trace.

@@ -265,6 +265,8 @@ fn default_out_dir() -> PathBuf {
     let secs = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as libc::time_t);
+    // SAFETY: `libc::tm` is a C struct of integers (and a pointer that may be null), for
+    // which all-zero bytes are a valid value.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers; localtime_r is thread-safe.
     unsafe { libc::localtime_r(&secs, &mut tm) };

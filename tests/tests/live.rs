@@ -8,11 +8,11 @@ use std::{
 };
 
 use serde_json::Value;
-use tracer_schema::session::Session;
 use tests::{
     Row, read_table, read_truth, scratch_dir, sim_command, tracer_command,
     truth::assert_api_matches,
 };
+use tracer_schema::session::Session;
 
 /// Spawns `cmd` with stdout to `log` and returns it with the pid the workload prints
 /// (`npu-sim-app: pid=N ...`).

@@ -9,8 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tracer_common::{Config, ProbeSpec};
 use npu_bpftrace::{bpf::Probes, symbols::SymbolTable};
+use tracer_common::{Config, ProbeSpec};
 use tracer_core::decode::{Record, decode};
 
 const PROBE_ID: u16 = 7;

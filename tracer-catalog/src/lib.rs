@@ -656,14 +656,16 @@ pub static CATALOG: &[ProbeDef] = &[
     .out(0, 8, Address)
     .cb(CbRt, 15)
     .role(Role::Alloc(MemoryKind::Device)),
-    f(RtL, "rtFree", Rt, &[a(0, "devPtr", Address)]).cb(CbRt, 16)
-    .role(Role::Free(MemoryKind::Device)),
+    f(RtL, "rtFree", Rt, &[a(0, "devPtr", Address)])
+        .cb(CbRt, 16)
+        .role(Role::Free(MemoryKind::Device)),
     f(RtL, "rtMallocHost", Rt, &[a(1, "size", Bytes)])
         .out(0, 8, Address)
         .cb(CbRt, 17)
-    .role(Role::Alloc(MemoryKind::Host)),
-    f(RtL, "rtFreeHost", Rt, &[a(0, "hostPtr", Address)]).cb(CbRt, 18)
-    .role(Role::Free(MemoryKind::Host)),
+        .role(Role::Alloc(MemoryKind::Host)),
+    f(RtL, "rtFreeHost", Rt, &[a(0, "hostPtr", Address)])
+        .cb(CbRt, 18)
+        .role(Role::Free(MemoryKind::Host)),
     f(
         RtL,
         "rtMemcpy",

@@ -147,7 +147,14 @@ pub struct RecordHeader {
 impl RecordHeader {
     /// The header of a record of `kind` about `probe` at call depth `depth`.
     #[inline(always)]
-    pub const fn new(kind: RecordKind, probe: u16, depth: u8, pid: u32, tid: u32, ts_ns: u64) -> Self {
+    pub const fn new(
+        kind: RecordKind,
+        probe: u16,
+        depth: u8,
+        pid: u32,
+        tid: u32,
+        ts_ns: u64,
+    ) -> Self {
         Self {
             kind: kind as u8,
             depth,

@@ -260,7 +260,8 @@ impl Activity {
             .filter_map(|(&d, m)| clock_doubt(&m.summary()).map(|msg| (d, msg)))
             .collect();
         for (device, message) in doubts {
-            let mut row = critical_row(now_ns, EventKind::ClockModel, Severity::Warning, 1, message);
+            let mut row =
+                critical_row(now_ns, EventKind::ClockModel, Severity::Warning, 1, message);
             row.device_id = Some(device);
             self.output.critical.push(row);
         }
@@ -551,6 +552,9 @@ mod tests {
         assert_eq!(input_bytes(Payload::Count, &args, Some(4)), Some(40));
         assert_eq!(input_bytes(Payload::PerPeer, &args, Some(4)), Some(160));
         assert_eq!(input_bytes(Payload::PerPeer, &args, None), None);
-        assert_eq!(input_bytes(Payload::Nothing, &ApiArgs::default(), None), Some(0));
+        assert_eq!(
+            input_bytes(Payload::Nothing, &ApiArgs::default(), None),
+            Some(0)
+        );
     }
 }

@@ -511,7 +511,11 @@ mod tests {
         c.finish(&mut (), &FinalState::default());
         let out = c.take_output();
         assert_eq!(out.markers.len(), 2);
-        let range = out.markers.iter().find(|m| m.kind == MarkerKind::Range).unwrap();
+        let range = out
+            .markers
+            .iter()
+            .find(|m| m.kind == MarkerKind::Range)
+            .unwrap();
         assert_eq!(
             (range.start_ns, range.end_ns, range.range_id),
             (10, Some(30), Some(77))

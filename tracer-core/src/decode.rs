@@ -90,7 +90,6 @@ pub fn text(enter: &ApiEnter) -> &[u8] {
 mod tests {
     use super::*;
 
-
     #[test]
     fn decodes_exit_and_rejects_garbage() {
         let exit = ApiExit {

@@ -112,7 +112,8 @@ fn on_enter(ctx: &ProbeContext) {
     let rec = entry.as_mut_ptr();
     // SAFETY: `rec` points at reserved ring-buffer memory of the right size.
     unsafe {
-        (*rec).header = RecordHeader::new(RecordKind::ApiEnter, probe, depth as u8, tgid, tid, ts_ns);
+        (*rec).header =
+            RecordHeader::new(RecordKind::ApiEnter, probe, depth as u8, tgid, tid, ts_ns);
         (*rec).correlation_id = correlation_id;
         (*rec).parent_correlation_id = parent;
         (*rec).args = args;
@@ -228,7 +229,14 @@ fn on_exit(ctx: &RetProbeContext) {
         return;
     };
     entry.write(ApiExit {
-        header: RecordHeader::new(RecordKind::ApiExit, probe, state.depth as u8, tgid, tid, ts_ns),
+        header: RecordHeader::new(
+            RecordKind::ApiExit,
+            probe,
+            state.depth as u8,
+            tgid,
+            tid,
+            ts_ns,
+        ),
         correlation_id: frame.correlation_id,
         ret,
         out_value,

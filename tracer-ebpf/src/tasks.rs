@@ -5,8 +5,8 @@
 //! Field offsets come from the catalog's layout description (`LAYOUT`).
 use aya_ebpf::helpers::bpf_probe_read_user;
 use tracer_common::{
-    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind,
-    SQE_TYPE_MASK, TaskComplete, TaskInfo, TaskKey,
+    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind, SQE_TYPE_MASK,
+    TaskComplete, TaskInfo, TaskKey,
 };
 
 use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, submit_flags};

@@ -10,9 +10,7 @@ use anyhow::{Context, Result, bail};
 use arrow::{
     array::{Array, ArrayRef, AsArray},
     compute::cast,
-    datatypes::{
-        DataType, Float64Type, Int32Type, Int64Type, UInt8Type, UInt32Type, UInt64Type,
-    },
+    datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt8Type, UInt32Type, UInt64Type},
     record_batch::RecordBatch,
 };
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -300,17 +298,22 @@ mod tests {
         array::UInt64Array,
         datatypes::{Field, Schema},
     };
-    use parquet::{arrow::ArrowWriter, file::metadata::KeyValue, file::properties::WriterProperties};
+    use parquet::{
+        arrow::ArrowWriter, file::metadata::KeyValue, file::properties::WriterProperties,
+    };
 
     use super::*;
 
     /// A one-column part stamped with schema `version` (none: no stamp).
     fn write_part(path: &Path, version: Option<&str>) {
         let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::UInt64, false)]));
-        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(UInt64Array::from(vec![1]))])
-            .expect("batch");
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(UInt64Array::from(vec![1]))])
+                .expect("batch");
         let kv = version.map(|v| vec![KeyValue::new(SCHEMA_VERSION_KEY.to_owned(), v.to_owned())]);
-        let props = WriterProperties::builder().set_key_value_metadata(kv).build();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(kv)
+            .build();
         let file = File::create(path).expect("create");
         let mut writer = ArrowWriter::try_new(file, schema, Some(props)).expect("writer");
         writer.write(&batch).expect("write");
@@ -319,15 +322,22 @@ mod tests {
 
     #[test]
     fn parts_of_another_schema_version_are_refused() {
-        let dir = std::env::temp_dir().join(format!("tracer-schema-versions-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("tracer-schema-versions-{}", std::process::id()));
         let part = dir.join("part-000000.parquet");
         fs::create_dir_all(&dir).expect("dir");
         write_part(&part, Some(&crate::SCHEMA_VERSION.to_string()));
-        assert_eq!(read_parquet(&part).expect("current version")[0].num_rows(), 1);
+        assert_eq!(
+            read_parquet(&part).expect("current version")[0].num_rows(),
+            1
+        );
         for (stamp, says) in [(Some("1"), "older"), (None, "older"), (Some("99"), "newer")] {
             write_part(&part, stamp);
             let err = format!("{:#}", read_parquet(&part).expect_err("another version"));
-            assert!(err.contains(&format!("{says} than this npu-bpftrace reads")), "{err}");
+            assert!(
+                err.contains(&format!("{says} than this npu-bpftrace reads")),
+                "{err}"
+            );
         }
         fs::remove_dir_all(&dir).expect("cleanup");
     }

@@ -183,7 +183,12 @@ impl HcclDataType {
     /// Bytes per element; None for an unknown type.
     pub const fn size(self) -> Option<u64> {
         Some(match self {
-            Self::Int8 | Self::Uint8 | Self::Hif8 | Self::Fp8E4m3 | Self::Fp8E5m2 | Self::Fp8E8m0 => 1,
+            Self::Int8
+            | Self::Uint8
+            | Self::Hif8
+            | Self::Fp8E4m3
+            | Self::Fp8E5m2
+            | Self::Fp8E8m0 => 1,
             Self::Int16 | Self::Uint16 | Self::Fp16 | Self::Bfp16 => 2,
             Self::Int32 | Self::Uint32 | Self::Fp32 => 4,
             Self::Int64 | Self::Uint64 | Self::Fp64 => 8,
@@ -220,7 +225,10 @@ mod tests {
     #[test]
     fn copy_kinds_follow_mspti() {
         assert_eq!(MemcpyKind::HostToDevice.copy_kind(), CopyKind::HostToDevice);
-        assert_eq!(MemcpyKind::DeviceToHostEx.copy_kind(), CopyKind::DeviceToHost);
+        assert_eq!(
+            MemcpyKind::DeviceToHostEx.copy_kind(),
+            CopyKind::DeviceToHost
+        );
         assert_eq!(MemcpyKind::default().copy_kind(), CopyKind::Unknown);
         assert_eq!(HcclDataType::Fp32.size(), Some(4));
         assert_eq!(HcclDataType::Bfp16.size(), Some(2));

@@ -22,15 +22,30 @@ pub(crate) fn run() -> Result<()> {
     step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     step(
         "clippy (host crates)",
-        cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
     )?;
     for arch in BPF_ARCHES {
-        step(&format!("clippy (BPF programs, {arch})"), &mut bpf_clippy(arch))?;
+        step(
+            &format!("clippy (BPF programs, {arch})"),
+            &mut bpf_clippy(arch),
+        )?;
     }
     step(
         "rustdoc",
         cargo()
-            .args(["doc", "--workspace", "--no-deps", "--document-private-items"])
+            .args([
+                "doc",
+                "--workspace",
+                "--no-deps",
+                "--document-private-items",
+            ])
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
     step("unused dependencies (cargo-shear)", &mut cargo_shear()?)?;
@@ -57,13 +72,22 @@ fn bpf_clippy(arch: &str) -> Command {
     let path = std::env::var("PATH").unwrap_or_default();
     let mut cmd = Command::new("/usr/bin/cargo");
     cmd.current_dir(&root)
-        .args(["clippy", "-p", "tracer-ebpf", "--target", "bpfel-unknown-none"])
+        .args([
+            "clippy",
+            "-p",
+            "tracer-ebpf",
+            "--target",
+            "bpfel-unknown-none",
+        ])
         .arg("--target-dir")
         .arg(root.join("target/bpf-clippy"))
         .args(["--", "-D", "warnings"])
         .env("PATH", format!("/usr/bin:{path}"))
         .env("RUSTC", "/usr/bin/rustc")
-        .env("CARGO_ENCODED_RUSTFLAGS", format!("--cfg\x1fbpf_target_arch=\"{arch}\""))
+        .env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            format!("--cfg\x1fbpf_target_arch=\"{arch}\""),
+        )
         .env_remove("RUSTUP_TOOLCHAIN")
         .env_remove("RUSTC_WRAPPER")
         .env_remove("CARGO");
@@ -121,7 +145,11 @@ fn source_trees(root: &Path) -> Result<Vec<PathBuf>> {
             if !path.is_dir() || name.starts_with('.') || name == "target" {
                 continue;
             }
-            if name == "src" && path.parent().is_some_and(|p| p.join("Cargo.toml").is_file()) {
+            if name == "src"
+                && path
+                    .parent()
+                    .is_some_and(|p| p.join("Cargo.toml").is_file())
+            {
                 trees.push(path);
             } else {
                 dirs.push(path);
@@ -141,8 +169,11 @@ fn module_graph(src: &Path) -> Result<Graph> {
     let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(src, f)).collect();
     let mut graph = Graph::new();
     for file in &files {
-        let Some(module) = module_of(src, file) else { continue };
-        let text = fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let Some(module) = module_of(src, file) else {
+            continue;
+        };
+        let text =
+            fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         let code = strip_comments(&text);
         let edges = graph.entry(module.clone()).or_default();
         for path in referenced_paths(&code) {
@@ -198,13 +229,25 @@ fn referenced_paths(code: &str) -> Vec<Vec<String>> {
         let mut rest = code;
         while let Some(at) = rest.find(prefix) {
             let after = &rest[at + prefix.len()..];
-            let head = if prefix == "crate::" { "crate" } else { "super" };
+            let head = if prefix == "crate::" {
+                "crate"
+            } else {
+                "super"
+            };
             if let Some(group) = after.strip_prefix('{') {
                 for item in top_level_items(group) {
-                    paths.push(std::iter::once(head.to_owned()).chain(segments(&item)).collect());
+                    paths.push(
+                        std::iter::once(head.to_owned())
+                            .chain(segments(&item))
+                            .collect(),
+                    );
                 }
             } else {
-                paths.push(std::iter::once(head.to_owned()).chain(segments(after)).collect());
+                paths.push(
+                    std::iter::once(head.to_owned())
+                        .chain(segments(after))
+                        .collect(),
+                );
             }
             rest = after;
         }

@@ -16,7 +16,6 @@
 //! flush). `cargo xtask bench` runs it through `examples/replay/main.rs`.
 use std::{
     collections::{BTreeMap, VecDeque},
-    mem::size_of,
     path::PathBuf,
     time::Instant,
 };

@@ -175,7 +175,11 @@ fn write_dataset(dir: &Path) {
         .expect("hccl");
     b.finish().expect("finish b");
 
-    write_session(dir, "a", &[("ringbuf_full_api_enter", 2), ("ringbuf_full_api_exit", 0)]);
+    write_session(
+        dir,
+        "a",
+        &[("ringbuf_full_api_enter", 2), ("ringbuf_full_api_exit", 0)],
+    );
 }
 
 /// A complete `session.json` of host `host` with these drop counters.
@@ -364,9 +368,11 @@ fn other_schema_versions_are_refused() {
     let mut session: Value = serde_json::from_str(&text).expect("json");
     session["schema_version"] = json!(tracer_schema::SCHEMA_VERSION + 1);
     std::fs::write(&path, session.to_string()).expect("write");
-    let err = format!("{:#}", report(&dir, Format::Table).expect_err("newer session"));
+    let err = format!(
+        "{:#}",
+        report(&dir, Format::Table).expect_err("newer session")
+    );
     assert!(err.contains("newer than this npu-bpftrace reads"), "{err}");
-
 }
 
 #[test]

@@ -440,6 +440,11 @@ impl Sink for ParquetSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::{Array, AsArray, RecordBatch, RecordBatchReader};
+    use arrow::compute::concat_batches;
+    use arrow::datatypes::{Float64Type, UInt32Type, UInt64Type};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::os::unix::fs::PermissionsExt;
     use tracer_schema::{
         rows::{ApiArgs, DeviceTask},
         vocab::{
@@ -447,11 +452,6 @@ mod tests {
             MemoryOperation, ReduceOp, Severity,
         },
     };
-    use arrow::array::{Array, AsArray, RecordBatch, RecordBatchReader};
-    use arrow::compute::concat_batches;
-    use arrow::datatypes::{Float64Type, UInt32Type, UInt64Type};
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use std::os::unix::fs::PermissionsExt;
 
     /// A fresh, empty scratch directory for one test.
     fn scratch(name: &str) -> PathBuf {

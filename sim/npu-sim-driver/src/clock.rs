@@ -2,7 +2,7 @@
 //! and a drift, `cnt = floor((host_ns + offset_ns) * (1 + drift_ppm/1e6) * freq_hz / 1e9)`
 //! (drift applied in whole parts per billion).
 #[derive(Clone, Copy, Debug)]
-pub struct Clock {
+pub(crate) struct Clock {
     pub freq_hz: u64,
     pub offset_ns: i64,
     pub drift_ppm: f64,
@@ -10,7 +10,7 @@ pub struct Clock {
 
 impl Clock {
     /// The syscnt value at host CLOCK_MONOTONIC time `host_ns`.
-    pub fn cnt_at(&self, host_ns: u64) -> u64 {
+    pub(crate) fn cnt_at(&self, host_ns: u64) -> u64 {
         let t = (i128::from(host_ns) + i128::from(self.offset_ns)).max(0);
         let drift_ppb = (self.drift_ppm * 1000.0).round() as i128;
         let cnt =

@@ -6,7 +6,7 @@ use npu_sim_common::env;
 
 use crate::clock::Clock;
 
-pub struct Config {
+pub(crate) struct Config {
     /// Devices this host has (`NPU_SIM_DEVICE_COUNT`).
     pub device_count: u32,
     /// Tasks a device executes at once, across streams (`NPU_SIM_CORES`).
@@ -29,7 +29,7 @@ pub struct Config {
     pub prof_buf_bytes: u64,
 }
 
-pub fn get() -> &'static Config {
+pub(crate) fn get() -> &'static Config {
     static C: OnceLock<Config> = OnceLock::new();
     C.get_or_init(|| Config {
         device_count: env::device_count(),

@@ -26,7 +26,7 @@ const DEFAULT_KERNEL_US: f64 = 15.0;
 /// AI CPU kernels (per wave as well).
 const AICPU_KERNEL_US: f64 = 30.0;
 /// Blocks the AI Cores run at once; more blocks take more waves.
-pub const AICORE_NUM: u64 = 24;
+pub(crate) const AICORE_NUM: u64 = 24;
 /// Fixed cost of starting any task.
 const TASK_OVERHEAD_US: f64 = 1.0;
 
@@ -45,7 +45,7 @@ const LINK_BANDWIDTH: f64 = 50_000.0;
 const HCCL_LATENCY_US: f64 = 8.0;
 
 /// Base duration of kernel `name` for one wave.
-pub fn kernel_base_us(cfg: &Config, ty: u8, name: &str) -> f64 {
+pub(crate) fn kernel_base_us(cfg: &Config, ty: u8, name: &str) -> f64 {
     if let Some(us) = cfg.kernel_us.get(name) {
         return *us;
     }
@@ -60,7 +60,7 @@ pub fn kernel_base_us(cfg: &Config, ty: u8, name: &str) -> f64 {
 }
 
 /// A kernel of `block_dim` blocks.
-pub fn kernel_ns(cfg: &Config, ty: u8, name: &str, block_dim: u16) -> u64 {
+pub(crate) fn kernel_ns(cfg: &Config, ty: u8, name: &str, block_dim: u16) -> u64 {
     let waves = u64::from(block_dim.max(1)).div_ceil(AICORE_NUM) as f64;
     scaled(
         cfg,
@@ -68,24 +68,24 @@ pub fn kernel_ns(cfg: &Config, ty: u8, name: &str, block_dim: u16) -> u64 {
     )
 }
 
-pub fn memcpy_ns(cfg: &Config, kind: u32, bytes: u64) -> u64 {
+pub(crate) fn memcpy_ns(cfg: &Config, kind: u32, bytes: u64) -> u64 {
     scaled(
         cfg,
         TASK_OVERHEAD_US + 1.0 + bytes as f64 / copy_bandwidth(kind),
     )
 }
 
-pub fn memset_ns(cfg: &Config, bytes: u64) -> u64 {
+pub(crate) fn memset_ns(cfg: &Config, bytes: u64) -> u64 {
     scaled(cfg, TASK_OVERHEAD_US + bytes as f64 / MEMSET_BANDWIDTH)
 }
 
-pub fn event_ns(cfg: &Config) -> u64 {
+pub(crate) fn event_ns(cfg: &Config) -> u64 {
     scaled(cfg, 0.5)
 }
 
 /// Transfer time of a collective moving `bytes` per rank among `nranks` (ring algorithm:
 /// each rank sends 2(n-1)/n of the data), counted from the moment the last rank arrived.
-pub fn hccl_ns(cfg: &Config, bytes: u64, nranks: u32) -> u64 {
+pub(crate) fn hccl_ns(cfg: &Config, bytes: u64, nranks: u32) -> u64 {
     let n = f64::from(nranks.max(1));
     let moved = bytes as f64 * 2.0 * (n - 1.0) / n;
     scaled(cfg, HCCL_LATENCY_US + moved / LINK_BANDWIDTH)

@@ -46,7 +46,7 @@ struct State {
     parked: Vec<Parked>,
 }
 
-pub struct Device {
+pub(crate) struct Device {
     pub id: u32,
     pub cfg: &'static Config,
     state: Mutex<State>,
@@ -56,7 +56,7 @@ pub struct Device {
 }
 
 /// The device `id`, started on first use; `None` if the host has no such device.
-pub fn get(id: u32) -> Option<&'static Device> {
+pub(crate) fn get(id: u32) -> Option<&'static Device> {
     static DEVICES: OnceLock<Vec<OnceLock<&'static Device>>> = OnceLock::new();
     let cfg = config::get();
     let slots = DEVICES.get_or_init(|| (0..cfg.device_count).map(|_| OnceLock::new()).collect());
@@ -93,7 +93,7 @@ impl Device {
 
     /// Queues `sqes` on SQ `sq_id`; returns the SQ position of the first one, or `None` if the
     /// SQ stayed full for `timeout` (infinite when `None`).
-    pub fn submit(
+    pub(crate) fn submit(
         &self,
         sq_id: u32,
         sqes: &[Sqe],
@@ -141,7 +141,7 @@ impl Device {
     }
 
     /// Takes up to `max` CQEs, waiting up to `timeout` (infinite when `None`) for the first.
-    pub fn receive(&self, max: usize, timeout: Option<Duration>) -> Vec<Cqe> {
+    pub(crate) fn receive(&self, max: usize, timeout: Option<Duration>) -> Vec<Cqe> {
         let mut st = self.lock();
         if st.cq.is_empty() {
             st = match timeout {

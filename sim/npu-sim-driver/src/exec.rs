@@ -16,7 +16,7 @@ type HcclExec = unsafe extern "C" fn(ctx: u64) -> u32;
 
 /// Runs `task` on a core of device `dev`. Its begin and end times go through `prof::emit`,
 /// which logs them on the device's profiling channel when that is on.
-pub fn run(dev: u32, cfg: &Config, task: &Task) -> Outcome {
+pub(crate) fn run(dev: u32, cfg: &Config, task: &Task) -> Outcome {
     let sqe = &task.sqe;
     if sqe.ty() == sqe_type::HCCL && cfg.straggler_ms > 0 {
         // A straggler's device is late to every collective: idle time before the task starts.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use npu_sim_common::abi::{self, Sqe};
 
 /// A queued task and where it came from.
-pub struct Task {
+pub(crate) struct Task {
     pub sqe: Sqe,
     pub sq_id: u32,
     pub submit_ns: u64,
@@ -17,7 +17,7 @@ pub struct Task {
     pub api: Option<Arc<(String, u64)>>,
 }
 
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// CQE error code (0 = success).
     pub status: u32,
     pub error_type: u8,
@@ -26,7 +26,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn ok(start_ns: u64, end_ns: u64) -> Outcome {
+    pub(crate) fn ok(start_ns: u64, end_ns: u64) -> Outcome {
         Outcome {
             status: 0,
             error_type: abi::CQE_ERROR_TYPE_NONE,
@@ -37,7 +37,7 @@ impl Outcome {
 }
 
 /// The NUL-terminated name an SQE points to at `off` ("" if none).
-pub fn name_of(sqe: &Sqe, off: usize) -> String {
+pub(crate) fn name_of(sqe: &Sqe, off: usize) -> String {
     let p = sqe.u64_at(off) as *const c_char;
     if p.is_null() {
         return String::new();

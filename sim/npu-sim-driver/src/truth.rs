@@ -7,7 +7,7 @@ use npu_sim_common::time::{monotonic_ns, pid};
 use crate::config::Config;
 use crate::task::{Outcome, Task, name_of};
 
-pub fn clock_line(device: u32, cfg: &Config) {
+pub(crate) fn clock_line(device: u32, cfg: &Config) {
     if core::truth().is_none() {
         return;
     }
@@ -35,7 +35,7 @@ fn copy_name(kind: u32) -> &'static str {
     }
 }
 
-pub fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
+pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
     if core::truth().is_none() {
         return;
     }
@@ -121,7 +121,7 @@ pub fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
 
 /// One `prof` line when a profiling channel this process started stops: the session's record
 /// counts (records the devices produced, read completely, and dropped for a full buffer).
-pub fn prof_line(device: u32, channel: u32, produced: u64, read: u64, lost: u64) {
+pub(crate) fn prof_line(device: u32, channel: u32, produced: u64, read: u64, lost: u64) {
     if core::truth().is_none() {
         return;
     }

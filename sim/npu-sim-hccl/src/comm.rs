@@ -17,21 +17,21 @@ use std::time::{Duration, Instant};
 
 use npu_sim_common::abi;
 
-pub const MAX_RANKS: u32 = 64;
+pub(crate) const MAX_RANKS: u32 = 64;
 /// Staging bytes per rank per collective step.
-pub const SLOT_BYTES: usize = 4 << 20;
+pub(crate) const SLOT_BYTES: usize = 4 << 20;
 /// Buffer bytes per point-to-point channel.
-pub const CHAN_BYTES: usize = 1 << 20;
+pub(crate) const CHAN_BYTES: usize = 1 << 20;
 const EPOCH_OFF: usize = 4096;
 const CHAN_HDR_OFF: usize = 8192;
 const SLOTS_OFF: usize = CHAN_HDR_OFF + (MAX_RANKS * MAX_RANKS) as usize * 16;
 
 /// What identifies a communicator inside `HcclRootInfo` (4108 bytes): a magic, then the name
 /// of the shared-memory file, NUL-terminated.
-pub const ROOT_MAGIC: &[u8; 16] = b"NPU-SIM-HCCL-V1\0";
-pub const ROOT_INFO_BYTES: usize = 4108;
+pub(crate) const ROOT_MAGIC: &[u8; 16] = b"NPU-SIM-HCCL-V1\0";
+pub(crate) const ROOT_INFO_BYTES: usize = 4108;
 
-pub struct Comm {
+pub(crate) struct Comm {
     pub rank: u32,
     pub nranks: u32,
     base: *mut u8,
@@ -73,7 +73,7 @@ fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> Result<(), i3
 
 impl Comm {
     /// Joins the communicator named in `root` as `rank` of `nranks`.
-    pub fn join(root: &[u8], nranks: u32, rank: u32) -> Result<Comm, i32> {
+    pub(crate) fn join(root: &[u8], nranks: u32, rank: u32) -> Result<Comm, i32> {
         if root.len() < ROOT_MAGIC.len() || &root[..ROOT_MAGIC.len()] != ROOT_MAGIC {
             return Err(abi::HCCL_E_PARA);
         }
@@ -149,7 +149,7 @@ impl Comm {
     }
 
     /// Every rank reaches this point before any continues.
-    pub fn barrier(&self, limit: Duration) -> Result<(), i32> {
+    pub(crate) fn barrier(&self, limit: Duration) -> Result<(), i32> {
         let e = self.epoch.fetch_add(1, Ordering::Relaxed) + 1;
         self.u64_at(EPOCH_OFF + 64 * self.rank as usize)
             .store(e, Ordering::Release);
@@ -163,7 +163,7 @@ impl Comm {
     }
 
     /// Rank `r`'s staging slot.
-    pub fn slot(&self, r: u32) -> *mut u8 {
+    pub(crate) fn slot(&self, r: u32) -> *mut u8 {
         // SAFETY: r < nranks, so the slot lies inside the mapping.
         unsafe { self.base.add(SLOTS_OFF + r as usize * SLOT_BYTES) }
     }
@@ -180,7 +180,13 @@ impl Comm {
 
     /// Sends `len` bytes at `data` to `dst` through the channel's ring buffer (returns once
     /// they are all in the buffer).
-    pub fn send(&self, dst: u32, data: *const u8, len: usize, limit: Duration) -> Result<(), i32> {
+    pub(crate) fn send(
+        &self,
+        dst: u32,
+        data: *const u8,
+        len: usize,
+        limit: Duration,
+    ) -> Result<(), i32> {
         let (produced, consumed, buf) = self.chan(self.rank, dst);
         let mut off = 0;
         while off < len {
@@ -199,7 +205,13 @@ impl Comm {
     }
 
     /// Receives `len` bytes from `src` into `data`.
-    pub fn recv(&self, src: u32, data: *mut u8, len: usize, limit: Duration) -> Result<(), i32> {
+    pub(crate) fn recv(
+        &self,
+        src: u32,
+        data: *mut u8,
+        len: usize,
+        limit: Duration,
+    ) -> Result<(), i32> {
         let (produced, consumed, buf) = self.chan(src, self.rank);
         let mut off = 0;
         while off < len {
@@ -241,6 +253,6 @@ impl Drop for Comm {
 }
 
 /// The timeout of a collective step (HCCL_EXEC_TIMEOUT seconds, default 120).
-pub fn exec_timeout() -> Duration {
+pub(crate) fn exec_timeout() -> Duration {
     timeout_from_env("HCCL_EXEC_TIMEOUT")
 }

@@ -2,7 +2,7 @@
 use npu_sim_common::abi;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DType {
+pub(crate) enum DType {
     I8,
     I16,
     I32,
@@ -20,7 +20,7 @@ pub enum DType {
 }
 
 impl DType {
-    pub fn from_hccl(v: u32) -> Result<DType, i32> {
+    pub(crate) fn from_hccl(v: u32) -> Result<DType, i32> {
         Ok(match v {
             0 => DType::I8,
             1 => DType::I16,
@@ -40,7 +40,7 @@ impl DType {
         })
     }
 
-    pub fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             DType::I8 | DType::U8 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
@@ -52,7 +52,7 @@ impl DType {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReduceOp {
+pub(crate) enum ReduceOp {
     Sum,
     Prod,
     Max,
@@ -60,7 +60,7 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
-    pub fn from_hccl(v: u32) -> Result<ReduceOp, i32> {
+    pub(crate) fn from_hccl(v: u32) -> Result<ReduceOp, i32> {
         Ok(match v {
             0 => ReduceOp::Sum,
             1 => ReduceOp::Prod,
@@ -72,7 +72,7 @@ impl ReduceOp {
 }
 
 /// Whether `dt` can be reduced at all.
-pub fn reducible(dt: DType) -> bool {
+pub(crate) fn reducible(dt: DType) -> bool {
     !matches!(dt, DType::Opaque(_))
 }
 
@@ -110,7 +110,7 @@ macro_rules! float_reduce {
 }
 
 /// `acc[i] = acc[i] op src[i]` for every element.
-pub fn reduce(acc: &mut [u8], src: &[u8], dt: DType, op: ReduceOp) {
+pub(crate) fn reduce(acc: &mut [u8], src: &[u8], dt: DType, op: ReduceOp) {
     match dt {
         DType::I8 => int_reduce!(i8, acc, src, op),
         DType::I16 => int_reduce!(i16, acc, src, op),

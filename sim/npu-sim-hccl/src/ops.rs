@@ -12,7 +12,7 @@ use crate::comm::{Comm, SLOT_BYTES, exec_timeout};
 use crate::dtype::{DType, ReduceOp, reduce};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     AllReduce,
     Broadcast,
     AllGather,
@@ -26,7 +26,7 @@ pub enum Kind {
 
 impl Kind {
     /// Task name in the ground truth (the API that submitted it).
-    pub fn name(self) -> &'static CStr {
+    pub(crate) fn name(self) -> &'static CStr {
         match self {
             Kind::AllReduce => c"HcclAllReduce",
             Kind::Broadcast => c"HcclBroadcast",
@@ -41,12 +41,12 @@ impl Kind {
     }
 
     /// The op code put in the SQE (`HCCL_OP`).
-    pub fn code(self) -> u32 {
+    pub(crate) fn code(self) -> u32 {
         self as u32
     }
 }
 
-pub struct Op {
+pub(crate) struct Op {
     pub comm: Arc<Comm>,
     pub kind: Kind,
     pub send: *const u8,
@@ -63,7 +63,7 @@ pub struct Op {
 /// Runs the collective whose boxed [`Op`] is `ctx`; returns the CQE error code.
 // SAFETY: unsafe because `ctx` must be a `Box<Op>` that libhccl leaked into exactly one SQE, so
 // the device runs it (and frees it) exactly once.
-pub unsafe extern "C" fn exec(ctx: u64) -> u32 {
+pub(crate) unsafe extern "C" fn exec(ctx: u64) -> u32 {
     // SAFETY: `ctx` is the Box<Op> libhccl leaked into exactly one SQE.
     let op = unsafe { Box::from_raw(ctx as *mut Op) };
     // Collectives share the staging slots and barrier epochs, so they run one at a time; a

@@ -6,7 +6,7 @@ use npu_sim_common::abi::{STARS_SOC_LOG_SIZE, StarsSocLog};
 use npu_sim_common::json::Obj;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Format {
+pub(crate) enum Format {
     JsonLines,
     Csv,
 }
@@ -15,7 +15,7 @@ const CSV_HEADER: &str =
     "device,func_type,task_type,stream,task,timestamp,stream_id_raw,task_id_raw,acsq_id\n";
 
 /// Record sink that also reassembles records split across reads.
-pub struct Writer {
+pub(crate) struct Writer {
     out: Box<dyn Write>,
     format: Format,
     /// Bytes of a record whose rest has not been read yet, per device.
@@ -25,7 +25,7 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(mut out: Box<dyn Write>, format: Format) -> std::io::Result<Writer> {
+    pub(crate) fn new(mut out: Box<dyn Write>, format: Format) -> std::io::Result<Writer> {
         if format == Format::Csv {
             out.write_all(CSV_HEADER.as_bytes())?;
         }
@@ -38,7 +38,7 @@ impl Writer {
     }
 
     /// Takes `bytes` read from `device`'s channel and writes every record they complete.
-    pub fn feed(&mut self, device: u32, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn feed(&mut self, device: u32, bytes: &[u8]) -> std::io::Result<()> {
         let mut data = match self.partial.iter().position(|(d, _)| *d == device) {
             Some(i) => self.partial.swap_remove(i).1,
             None => Vec::new(),
@@ -57,12 +57,12 @@ impl Writer {
     }
 
     /// Records of `device` written so far.
-    pub fn records(&self, device: u32) -> u64 {
+    pub(crate) fn records(&self, device: u32) -> u64 {
         self.records.get(&device).copied().unwrap_or(0)
     }
 
     /// Bytes left over from an incomplete record (none once a channel is drained).
-    pub fn leftover(&self) -> usize {
+    pub(crate) fn leftover(&self) -> usize {
         self.partial.iter().map(|(_, b)| b.len()).sum()
     }
 
@@ -97,7 +97,7 @@ impl Writer {
         self.out.write_all(line.as_bytes())
     }
 
-    pub fn flush(&mut self) -> std::io::Result<()> {
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
     }
 }

@@ -13,7 +13,7 @@ use crate::hal::Hal;
 use crate::stream::Stream;
 
 /// Default stream of every device.
-pub const DEFAULT_STREAM_ID: u16 = 0;
+pub(crate) const DEFAULT_STREAM_ID: u16 = 0;
 /// CQEs the report thread takes per `halCqReportRecv`.
 const REPORT_BATCH: usize = 64;
 /// How long one `halCqReportRecv` waits (ms) before the thread checks whether it should stop.
@@ -57,12 +57,12 @@ thread_local! {
 /// Device set last by any thread: threads that never set one use it (-1: none).
 static PROCESS_DEVICE: AtomicI64 = AtomicI64::new(-1);
 
-pub fn device_count() -> u32 {
+pub(crate) fn device_count() -> u32 {
     devices().len() as u32
 }
 
 /// The calling thread's device, or ACL_ERROR_RT_CONTEXT_NULL if none was set.
-pub fn current_device() -> Result<u32, i32> {
+pub(crate) fn current_device() -> Result<u32, i32> {
     if let Some(d) = CURRENT.with(Cell::get) {
         return Ok(d);
     }
@@ -77,7 +77,7 @@ fn check_device(dev: i32) -> Result<u32, i32> {
         .ok_or(abi::ACL_ERROR_RT_INVALID_DEVICEID)
 }
 
-pub fn set_device(dev: i32) -> Result<(), i32> {
+pub(crate) fn set_device(dev: i32) -> Result<(), i32> {
     let dev = check_device(dev)?;
     let mut st = dev_state(dev);
     if st.refs == 0 {
@@ -116,7 +116,7 @@ pub fn set_device(dev: i32) -> Result<(), i32> {
 /// Drops one reference; the last one drains and destroys the device's streams and stops its
 /// report thread. Returns the destroyed streams, whose application handles the caller must
 /// invalidate (handles are not this module's business).
-pub fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
+pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
     let dev = check_device(dev)?;
     let streams: Vec<Arc<Stream>> = {
         let mut st = dev_state(dev);
@@ -148,7 +148,7 @@ pub fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
 }
 
 /// The default stream of the current device.
-pub fn default_stream() -> Result<Arc<Stream>, i32> {
+pub(crate) fn default_stream() -> Result<Arc<Stream>, i32> {
     let dev = current_device()?;
     dev_state(dev)
         .streams
@@ -158,7 +158,7 @@ pub fn default_stream() -> Result<Arc<Stream>, i32> {
 }
 
 /// A new stream on the current device, with the lowest free id.
-pub fn create_stream() -> Result<Arc<Stream>, i32> {
+pub(crate) fn create_stream() -> Result<Arc<Stream>, i32> {
     let dev = current_device()?;
     let mut st = dev_state(dev);
     if st.refs == 0 {
@@ -180,7 +180,7 @@ pub fn create_stream() -> Result<Arc<Stream>, i32> {
     Ok(s)
 }
 
-pub fn destroy_stream(s: &Arc<Stream>) {
+pub(crate) fn destroy_stream(s: &Arc<Stream>) {
     s.synchronize();
     let mut st = dev_state(s.dev);
     if st.streams.remove(&s.id).is_some() {
@@ -189,7 +189,7 @@ pub fn destroy_stream(s: &Arc<Stream>) {
 }
 
 /// All streams of the current device (rtDeviceSynchronize).
-pub fn streams_of_current() -> Result<Vec<Arc<Stream>>, i32> {
+pub(crate) fn streams_of_current() -> Result<Vec<Arc<Stream>>, i32> {
     let dev = current_device()?;
     Ok(dev_state(dev).streams.values().cloned().collect())
 }
@@ -240,7 +240,7 @@ fn report_loop(dev: u32) {
 }
 
 /// Process-wide event ids.
-pub fn new_event() -> Arc<Event> {
+pub(crate) fn new_event() -> Arc<Event> {
     static NEXT: AtomicI64 = AtomicI64::new(1);
     Arc::new(Event::new(NEXT.fetch_add(1, Ordering::Relaxed) as u32))
 }

@@ -10,14 +10,14 @@ struct State {
     timestamp: u64,
 }
 
-pub struct Event {
+pub(crate) struct Event {
     pub id: u32,
     state: Mutex<State>,
     cv: Condvar,
 }
 
 impl Event {
-    pub fn new(id: u32) -> Event {
+    pub(crate) fn new(id: u32) -> Event {
         Event {
             id,
             state: Mutex::new(State::default()),
@@ -30,14 +30,14 @@ impl Event {
     }
 
     /// Starts a new record; returns its generation.
-    pub fn next_record(&self) -> u64 {
+    pub(crate) fn next_record(&self) -> u64 {
         let mut st = self.lock();
         st.recorded += 1;
         st.recorded
     }
 
     /// Takes back a record whose task could not be submitted.
-    pub fn cancel_record(&self, generation: u64) {
+    pub(crate) fn cancel_record(&self, generation: u64) {
         let mut st = self.lock();
         if st.recorded == generation {
             st.recorded -= 1;
@@ -45,11 +45,11 @@ impl Event {
     }
 
     /// The generation recorded last (0: never recorded).
-    pub fn recorded(&self) -> u64 {
+    pub(crate) fn recorded(&self) -> u64 {
         self.lock().recorded
     }
 
-    pub fn complete(&self, generation: u64, timestamp: u64) {
+    pub(crate) fn complete(&self, generation: u64, timestamp: u64) {
         let mut st = self.lock();
         if generation > st.done {
             st.done = generation;
@@ -59,7 +59,7 @@ impl Event {
     }
 
     /// Waits until the latest record has completed.
-    pub fn synchronize(&self) {
+    pub(crate) fn synchronize(&self) {
         let st = self.lock();
         let target = st.recorded;
         drop(

@@ -22,38 +22,38 @@ fn with<T, R>(
         .get_or_insert_with(HashMap::new))
 }
 
-pub fn add_stream(s: Arc<Stream>) -> *mut c_void {
+pub(crate) fn add_stream(s: Arc<Stream>) -> *mut c_void {
     let h = Arc::as_ptr(&s) as usize;
     with(&STREAMS, |m| m.insert(h, s));
     h as *mut c_void
 }
 
 /// The stream behind `h`; NULL means the current device's default stream.
-pub fn stream(h: *mut c_void) -> Result<Arc<Stream>, i32> {
+pub(crate) fn stream(h: *mut c_void) -> Result<Arc<Stream>, i32> {
     if h.is_null() {
         return context::default_stream();
     }
     with(&STREAMS, |m| m.get(&(h as usize)).cloned()).ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)
 }
 
-pub fn remove_stream(h: *mut c_void) -> Option<Arc<Stream>> {
+pub(crate) fn remove_stream(h: *mut c_void) -> Option<Arc<Stream>> {
     with(&STREAMS, |m| m.remove(&(h as usize)))
 }
 
-pub fn forget_stream(s: &Arc<Stream>) {
+pub(crate) fn forget_stream(s: &Arc<Stream>) {
     with(&STREAMS, |m| m.remove(&(Arc::as_ptr(s) as usize)));
 }
 
-pub fn add_event(e: Arc<Event>) -> *mut c_void {
+pub(crate) fn add_event(e: Arc<Event>) -> *mut c_void {
     let h = Arc::as_ptr(&e) as usize;
     with(&EVENTS, |m| m.insert(h, e));
     h as *mut c_void
 }
 
-pub fn event(h: *mut c_void) -> Result<Arc<Event>, i32> {
+pub(crate) fn event(h: *mut c_void) -> Result<Arc<Event>, i32> {
     with(&EVENTS, |m| m.get(&(h as usize)).cloned()).ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)
 }
 
-pub fn remove_event(h: *mut c_void) -> Option<Arc<Event>> {
+pub(crate) fn remove_event(h: *mut c_void) -> Option<Arc<Event>> {
     with(&EVENTS, |m| m.remove(&(h as usize)))
 }

@@ -10,7 +10,7 @@ use npu_sim_common::abi::{self, sqe_type};
 /// A kernel. `rtFuncHandle` points to it; its first field is the kernel name, so a tool can
 /// name a handle by reading `*(const char **)funcHandle`.
 #[repr(C)]
-pub struct Func {
+pub(crate) struct Func {
     pub name: *const c_char,
     /// What the SQE says the kernel runs on (AI Core, AI CPU, AI Vector).
     pub sqe_type: u8,
@@ -80,7 +80,11 @@ fn engine_of(magic: u32) -> u8 {
 }
 
 /// Registers a device binary (its contents are not interpreted); returns its handle.
-pub fn load_binary(magic: u32, data: *const c_void, length: u64) -> Result<*mut c_void, i32> {
+pub(crate) fn load_binary(
+    magic: u32,
+    data: *const c_void,
+    length: u64,
+) -> Result<*mut c_void, i32> {
     if data.is_null() || length == 0 || !KNOWN_MAGICS.contains(&magic) {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
@@ -97,7 +101,7 @@ pub fn load_binary(magic: u32, data: *const c_void, length: u64) -> Result<*mut 
 }
 
 /// rtFunctionRegister: `stub` (a host symbol of the application) now launches kernel `name`.
-pub fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -> Result<(), i32> {
+pub(crate) fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -> Result<(), i32> {
     if stub.is_null() || name.is_empty() {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
@@ -112,7 +116,7 @@ pub fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -> Resul
     Ok(())
 }
 
-pub fn by_stub(stub: *const c_void) -> Result<&'static Func, i32> {
+pub(crate) fn by_stub(stub: *const c_void) -> Result<&'static Func, i32> {
     registry()
         .stubs
         .get(&(stub as usize))
@@ -121,7 +125,7 @@ pub fn by_stub(stub: *const c_void) -> Result<&'static Func, i32> {
 }
 
 /// rtBinaryGetFunctionByName: the kernel `name` of `bin` (one handle per name and binary).
-pub fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_void, i32> {
+pub(crate) fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_void, i32> {
     if name.is_empty() {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
@@ -148,7 +152,7 @@ pub fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_void, i32
     Ok(h as *mut c_void)
 }
 
-pub fn by_handle(h: *mut c_void) -> Result<&'static Func, i32> {
+pub(crate) fn by_handle(h: *mut c_void) -> Result<&'static Func, i32> {
     registry()
         .handles
         .get(&(h as usize))
@@ -158,7 +162,7 @@ pub fn by_handle(h: *mut c_void) -> Result<&'static Func, i32> {
 
 /// rtKernelLaunchWithHandle*: tiling key `k` selects the k-th function registered on `bin`;
 /// a key past the end launches a kernel named `tiling_key_<k>`.
-pub fn by_tiling_key(bin: *mut c_void, key: u64) -> Result<&'static Func, i32> {
+pub(crate) fn by_tiling_key(bin: *mut c_void, key: u64) -> Result<&'static Func, i32> {
     let mut r = registry();
     let b = r
         .binaries
@@ -176,7 +180,7 @@ pub fn by_tiling_key(bin: *mut c_void, key: u64) -> Result<&'static Func, i32> {
 }
 
 /// An AI CPU kernel named at launch.
-pub fn aicpu(name: &str) -> &'static Func {
+pub(crate) fn aicpu(name: &str) -> &'static Func {
     let mut r = registry();
     let f: &&'static Func = r
         .by_name

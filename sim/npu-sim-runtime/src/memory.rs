@@ -10,7 +10,7 @@ use npu_sim_common::abi;
 const ALIGN: usize = 512;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     Device,
     Host,
 }
@@ -39,7 +39,7 @@ fn capacity() -> u64 {
     *C.get_or_init(|| npu_sim_common::env::parse("NPU_SIM_HBM_BYTES", 64u64 << 30))
 }
 
-pub fn alloc(size: u64, place: Place) -> Result<*mut c_void, i32> {
+pub(crate) fn alloc(size: u64, place: Place) -> Result<*mut c_void, i32> {
     if size == 0 {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
@@ -60,7 +60,7 @@ pub fn alloc(size: u64, place: Place) -> Result<*mut c_void, i32> {
     Ok(p)
 }
 
-pub fn free(p: *mut c_void, place: Place) -> Result<(), i32> {
+pub(crate) fn free(p: *mut c_void, place: Place) -> Result<(), i32> {
     let mut h = heap();
     match h.allocs.get(&(p as usize)) {
         Some(a) if a.place == place => {}
@@ -76,7 +76,7 @@ pub fn free(p: *mut c_void, place: Place) -> Result<(), i32> {
 }
 
 /// Where `[p, p+len)` lies: inside one device allocation, or anywhere else (host).
-pub fn place_of(p: *const c_void, len: u64) -> Place {
+pub(crate) fn place_of(p: *const c_void, len: u64) -> Place {
     let h = heap();
     let addr = p as usize;
     match h.allocs.range(..=addr).next_back() {
@@ -90,7 +90,7 @@ pub fn place_of(p: *const c_void, len: u64) -> Place {
 }
 
 /// Checks a copy's pointers against its direction; resolves RT_MEMCPY_DEFAULT.
-pub fn check_copy(
+pub(crate) fn check_copy(
     dst: *mut c_void,
     dest_max: u64,
     src: *const c_void,
@@ -127,7 +127,7 @@ pub fn check_copy(
 }
 
 /// Checks a memset's range lies in device memory.
-pub fn check_set(p: *mut c_void, dest_max: u64, cnt: u64) -> Result<(), i32> {
+pub(crate) fn check_set(p: *mut c_void, dest_max: u64, cnt: u64) -> Result<(), i32> {
     if p.is_null() || cnt > dest_max || place_of(p, cnt) != Place::Device {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }

@@ -27,7 +27,7 @@ struct State {
     failed: HashMap<u64, i32>,
 }
 
-pub struct Stream {
+pub(crate) struct Stream {
     pub dev: u32,
     pub id: u16,
     state: Mutex<State>,
@@ -47,7 +47,7 @@ fn first_task_id() -> u16 {
 }
 
 impl Stream {
-    pub fn new(dev: u32, id: u16) -> Arc<Stream> {
+    pub(crate) fn new(dev: u32, id: u16) -> Arc<Stream> {
         Arc::new(Stream {
             dev,
             id,
@@ -69,7 +69,11 @@ impl Stream {
 
     /// Stamps `sqe` with this stream's id and next task id and sends it to the device, on the
     /// calling thread. Returns the task's sequence number on this stream.
-    pub fn submit(&self, sqe: &mut Sqe, event: Option<(Arc<Event>, u64)>) -> Result<u64, i32> {
+    pub(crate) fn submit(
+        &self,
+        sqe: &mut Sqe,
+        event: Option<(Arc<Event>, u64)>,
+    ) -> Result<u64, i32> {
         let mut st = self.lock();
         let task_id = st.next_task_id;
         sqe.set_ids(self.id, task_id);
@@ -102,7 +106,7 @@ impl Stream {
     }
 
     /// Called by the report thread for each CQE of this stream (they arrive in task order).
-    pub fn complete(&self, cqe: &Cqe) {
+    pub(crate) fn complete(&self, cqe: &Cqe) {
         let mut st = self.lock();
         let Some(done) = st.inflight.pop_front() else {
             eprintln!(
@@ -134,7 +138,7 @@ impl Stream {
     }
 
     /// Waits for task `seq` of this stream; returns its error code.
-    pub fn wait_task(&self, seq: u64) -> i32 {
+    pub(crate) fn wait_task(&self, seq: u64) -> i32 {
         let mut st = self
             .done
             .wait_while(self.lock(), |s| s.completed < seq)
@@ -151,7 +155,7 @@ impl Stream {
     }
 
     /// Waits for everything submitted so far; returns the first error since the last sync.
-    pub fn synchronize(&self) -> i32 {
+    pub(crate) fn synchronize(&self) -> i32 {
         let target = self.lock().submitted;
         let mut st = self
             .done

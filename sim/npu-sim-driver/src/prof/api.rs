@@ -33,7 +33,10 @@ fn ids(a: &mut Obj, dev: u32, ch: u32) {
 
 // SAFETY: the C caller's contract: `channels` is null or a writable channel_list_t.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn prof_drv_get_channels(device_id: u32, channels: *mut ChannelList) -> i32 {
+pub(crate) unsafe extern "C" fn prof_drv_get_channels(
+    device_id: u32,
+    channels: *mut ChannelList,
+) -> i32 {
     api(
         LIB,
         "prof_drv_get_channels",
@@ -64,7 +67,7 @@ pub unsafe extern "C" fn prof_drv_get_channels(device_id: u32, channels: *mut Ch
 // SAFETY: the C caller's contract: `start_para` is null or a readable prof_start_para whose
 // `user_data` is null or holds `user_data_size` readable bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn prof_drv_start(
+pub(crate) unsafe extern "C" fn prof_drv_start(
     device_id: u32,
     channel_id: u32,
     start_para: *mut ProfStartPara,
@@ -169,7 +172,7 @@ fn alive(pid: u32) -> bool {
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn prof_stop(device_id: u32, channel_id: u32) -> i32 {
+pub(crate) extern "C" fn prof_stop(device_id: u32, channel_id: u32) -> i32 {
     api(
         LIB,
         "prof_stop",
@@ -212,7 +215,7 @@ fn stop(dev: u32, ch: u32) -> i32 {
 
 // SAFETY: the C caller's contract: `out_buf` is null or has `buf_size` writable bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn prof_channel_read(
+pub(crate) unsafe extern "C" fn prof_channel_read(
     device_id: u32,
     channel_id: u32,
     out_buf: *mut c_char,
@@ -246,7 +249,7 @@ pub unsafe extern "C" fn prof_channel_read(
 
 // SAFETY: the C caller's contract: `out_buf` is null or has room for `num` prof_poll_info.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn prof_channel_poll(
+pub(crate) unsafe extern "C" fn prof_channel_poll(
     out_buf: *mut ProfPollInfo,
     num: i32,
     timeout: i32,
@@ -334,7 +337,7 @@ fn sleep_until(ns: u64) -> bool {
 
 // SAFETY: the C caller's contract: `data_len` is null or a writable unsigned int.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn halProfDataFlush(
+pub(crate) unsafe extern "C" fn halProfDataFlush(
     device_id: u32,
     channel_id: u32,
     data_len: *mut u32,
@@ -369,7 +372,7 @@ pub unsafe extern "C" fn halProfDataFlush(
 /// only logs lost data; `npu-sim-prof` uses this to report it.
 // SAFETY: the C caller's contract: `produced` and `lost` are null or writable u64s.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn npu_sim_prof_stats(
+pub(crate) unsafe extern "C" fn npu_sim_prof_stats(
     device_id: u32,
     channel_id: u32,
     produced: *mut u64,

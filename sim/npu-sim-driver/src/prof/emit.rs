@@ -10,7 +10,7 @@ use crate::task::Task;
 
 /// The host time `task` begins or ends (`func_type` STARS_FUNC_TYPE_BEGIN / _END) on device
 /// `dev`, logged on its channel 50 if that is on.
-pub fn stamp(dev: u32, cfg: &Config, task: &Task, func_type: u8) -> u64 {
+pub(crate) fn stamp(dev: u32, cfg: &Config, task: &Task, func_type: u8) -> u64 {
     let Some(ch) = local::channel(dev).filter(|c| c.logging()) else {
         return monotonic_ns();
     };

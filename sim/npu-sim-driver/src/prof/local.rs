@@ -18,26 +18,26 @@ fn started_set() -> MutexGuard<'static, BTreeSet<(u32, u32)>> {
     STARTED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub fn is_started(dev: u32, ch: u32) -> bool {
+pub(super) fn is_started(dev: u32, ch: u32) -> bool {
     started_set().contains(&(dev, ch))
 }
 
-pub fn mark_started(dev: u32, ch: u32) {
+pub(super) fn mark_started(dev: u32, ch: u32) {
     started_set().insert((dev, ch));
 }
 
-pub fn mark_stopped(dev: u32, ch: u32) {
+pub(super) fn mark_stopped(dev: u32, ch: u32) {
     started_set().remove(&(dev, ch));
 }
 
 /// Every channel this process started, in (device, channel) order.
-pub fn started() -> Vec<(u32, u32)> {
+pub(super) fn started() -> Vec<(u32, u32)> {
     started_set().iter().copied().collect()
 }
 
 /// Channel 50 of device `dev` on this simulated host, mapped on first use; `None` for a device
 /// the host does not have, or when /dev/shm is unusable.
-pub fn channel(dev: u32) -> Option<&'static SharedChannel> {
+pub(super) fn channel(dev: u32) -> Option<&'static SharedChannel> {
     static CHANNELS: OnceLock<Vec<OnceLock<Option<SharedChannel>>>> = OnceLock::new();
     let cfg = config::get();
     let slots = CHANNELS.get_or_init(|| (0..cfg.device_count).map(|_| OnceLock::new()).collect());

@@ -7,8 +7,8 @@
 //! - `local`: what this process started, and its mapping of each device's channel;
 //! - `emit`: the device's hook that timestamps tasks and logs them;
 //! - `api`: the exported functions.
-pub mod api;
-pub mod emit;
+pub(crate) mod api;
+pub(crate) mod emit;
 mod local;
 mod record;
 mod shm;

@@ -46,7 +46,7 @@ fn id_fields(form: IdForm, stream: u16, task: u16) -> (u16, u16) {
 
 /// The record of `func_type` (begin or end) for the task in `sqe`, queued on SQ `sq_id`,
 /// stamped with device count `cnt`.
-pub fn encode(func_type: u8, sqe: &Sqe, sq_id: u32, cnt: u64) -> StarsSocLog {
+pub(super) fn encode(func_type: u8, sqe: &Sqe, sq_id: u32, cnt: u64) -> StarsSocLog {
     let ty = sqe.ty();
     let (stream_id, task_id) = id_fields(form_of(ty), sqe.stream_id(), sqe.task_id());
     StarsSocLog {

@@ -19,7 +19,7 @@ use npu_sim_common::abi::STARS_SOC_LOG_SIZE;
 const HEADER_BYTES: usize = 4096;
 /// Record slots: the real driver's channel buffer is 4 MiB including a 4 KiB head
 /// (`prof_buff_init`, src/ascend_hal/dmc/prof/adapt/prof_buff.c).
-pub const MAX_RECORDS: usize = ((4 << 20) - HEADER_BYTES) / STARS_SOC_LOG_SIZE;
+pub(super) const MAX_RECORDS: usize = ((4 << 20) - HEADER_BYTES) / STARS_SOC_LOG_SIZE;
 const RECORDS_OFF: usize = HEADER_BYTES;
 const TIMES_OFF: usize = RECORDS_OFF + MAX_RECORDS * STARS_SOC_LOG_SIZE;
 const FILE_BYTES: usize = TIMES_OFF + MAX_RECORDS * 8;
@@ -53,7 +53,7 @@ const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
 
 /// Counters of the current (or last) session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
+pub(super) struct Stats {
     pub produced: u64,
     pub lost: u64,
     /// Records read completely.
@@ -61,7 +61,7 @@ pub struct Stats {
 }
 
 /// How a session starts.
-pub struct Session {
+pub(super) struct Session {
     pub owner_pid: u32,
     pub logging: bool,
     pub cap_records: u64,
@@ -69,7 +69,7 @@ pub struct Session {
     pub start_ns: u64,
 }
 
-pub struct SharedChannel {
+pub(super) struct SharedChannel {
     base: *mut u8,
     fd: libc::c_int,
     local: Mutex<()>,
@@ -83,7 +83,7 @@ unsafe impl Sync for SharedChannel {}
 
 impl SharedChannel {
     /// Maps (creating it if needed) the channel file `name` (`/...`, as for `shm_open`).
-    pub fn open(name: &CStr) -> Option<SharedChannel> {
+    pub(super) fn open(name: &CStr) -> Option<SharedChannel> {
         // SAFETY: plain shm_open of a NUL-terminated name.
         let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600) };
         if fd < 0 {
@@ -107,12 +107,12 @@ impl SharedChannel {
     }
 
     /// Whether devices should produce records now (no lock; re-checked under it).
-    pub fn logging(&self) -> bool {
+    pub(super) fn logging(&self) -> bool {
         self.header().logging.load(Ordering::Acquire) != 0
     }
 
     /// Takes the host-wide channel lock.
-    pub fn lock(&self) -> Locked<'_> {
+    pub(super) fn lock(&self) -> Locked<'_> {
         let guard = self.local.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: flock on our own open descriptor; retried if a signal interrupts it.
         while unsafe { libc::flock(self.fd, libc::LOCK_EX) } != 0 {
@@ -154,7 +154,7 @@ fn grow_and_map(fd: libc::c_int) -> Option<*mut u8> {
 }
 
 /// The channel while its lock is held.
-pub struct Locked<'a> {
+pub(super) struct Locked<'a> {
     ch: &'a SharedChannel,
     _guard: MutexGuard<'a, ()>,
 }
@@ -175,16 +175,16 @@ impl Locked<'_> {
         v.load(Ordering::Relaxed)
     }
 
-    pub fn owner(&self) -> u32 {
+    pub(super) fn owner(&self) -> u32 {
         self.h().owner_pid.load(Ordering::Relaxed)
     }
 
-    pub fn logging(&self) -> bool {
+    pub(super) fn logging(&self) -> bool {
         self.ch.logging()
     }
 
     /// Begins a session: an empty buffer of `s.cap_records` records, counters zeroed.
-    pub fn start(&self, s: &Session) {
+    pub(super) fn start(&self, s: &Session) {
         let h = self.h();
         for v in [&h.tail, &h.head_bytes, &h.flushed, &h.produced, &h.lost] {
             v.store(0, Ordering::Relaxed);
@@ -200,13 +200,13 @@ impl Locked<'_> {
     }
 
     /// Ends the session; its counters stay readable until the next start.
-    pub fn stop(&self) -> Stats {
+    pub(super) fn stop(&self) -> Stats {
         self.h().logging.store(0, Ordering::Release);
         self.h().owner_pid.store(0, Ordering::Relaxed);
         self.stats()
     }
 
-    pub fn stats(&self) -> Stats {
+    pub(super) fn stats(&self) -> Stats {
         let h = self.h();
         Stats {
             produced: Self::get(&h.produced),
@@ -228,7 +228,7 @@ impl Locked<'_> {
     }
 
     /// Stores one record produced at host time `ns`, or counts it lost when the buffer is full.
-    pub fn append(&self, rec: &[u8; STARS_SOC_LOG_SIZE], ns: u64) {
+    pub(super) fn append(&self, rec: &[u8; STARS_SOC_LOG_SIZE], ns: u64) {
         let h = self.h();
         h.produced.fetch_add(1, Ordering::Relaxed);
         if self.occupied() >= self.cap() {
@@ -263,7 +263,7 @@ impl Locked<'_> {
     }
 
     /// The next delivery instant after `now`.
-    pub fn next_delivery(&self, now: u64) -> u64 {
+    pub(super) fn next_delivery(&self, now: u64) -> u64 {
         self.delivered_by(now) + Self::get(&self.h().period_ns).max(1)
     }
 
@@ -290,14 +290,14 @@ impl Locked<'_> {
     }
 
     /// Bytes a read at `now` could return.
-    pub fn readable_bytes(&self, now: u64) -> u64 {
+    pub(super) fn readable_bytes(&self, now: u64) -> u64 {
         let end = self.readable_end(now) * STARS_SOC_LOG_SIZE as u64;
         end.saturating_sub(Self::get(&self.h().head_bytes))
     }
 
     /// Copies up to `out.len()` readable bytes (possibly ending inside a record, as the real
     /// driver's byte ring does) and consumes them.
-    pub fn read(&self, out: &mut [u8], now: u64) -> usize {
+    pub(super) fn read(&self, out: &mut [u8], now: u64) -> usize {
         let ring = (self.cap() as usize) * STARS_SOC_LOG_SIZE;
         // Never more than one ring's worth, whatever the shared counters say.
         let n = (self.readable_bytes(now) as usize).min(out.len()).min(ring);
@@ -318,7 +318,7 @@ impl Locked<'_> {
     }
 
     /// Makes everything stored so far readable now; returns the readable bytes.
-    pub fn flush(&self, now: u64) -> u64 {
+    pub(super) fn flush(&self, now: u64) -> u64 {
         let h = self.h();
         h.flushed.store(Self::get(&h.tail), Ordering::Relaxed);
         self.readable_bytes(now)
