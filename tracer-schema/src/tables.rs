@@ -1,6 +1,6 @@
 //! Output tables: how each row type becomes Arrow columns.
 //!
-//! A table is a struct of Arrow builders implementing [`Table`], declared with [`table!`]:
+//! A table is a struct of Arrow builders implementing [`Table`], declared with `table!`:
 //! each column (name, builder, nullability, encoding, and how to read it from a row) is
 //! written once, and the struct, its appends and its column list are generated from that.
 //! The schema and the Parquet encodings are derived from the column list, so they cannot
@@ -109,7 +109,7 @@ pub fn into_batch<T: Table>(table: T, schema: &SchemaRef) -> Result<RecordBatch>
         .with_context(|| format!("building a record batch of table {}", T::NAME))
 }
 
-/// An Arrow builder that [`table!`] can size for a batch.
+/// An Arrow builder that `table!` can size for a batch.
 trait ColumnBuilder: ArrayBuilder {
     /// Room for `rows` values, and for strings `bytes_per_row` bytes of data per row, so
     /// that appending a batch does not reallocate.

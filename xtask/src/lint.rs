@@ -14,6 +14,8 @@ use crate::{cargo, setup, workspace_root};
 
 /// cargo-shear releases after this one need a newer rustc than the workspace's.
 const CARGO_SHEAR_VERSION: &str = "1.5.0";
+/// Warnings are errors; links to private items are fine, since those are documented too.
+const RUSTDOCFLAGS: &str = "-D warnings -A rustdoc::private-intra-doc-links";
 /// Architectures whose BPF argument reading is compiled differently (`bpf_target_arch`).
 const BPF_ARCHES: &[&str] = &["x86_64", "aarch64"];
 
@@ -46,7 +48,7 @@ pub(crate) fn run() -> Result<()> {
                 "--no-deps",
                 "--document-private-items",
             ])
-            .env("RUSTDOCFLAGS", "-D warnings"),
+            .env("RUSTDOCFLAGS", RUSTDOCFLAGS),
     )?;
     step("unused dependencies (cargo-shear)", &mut cargo_shear()?)?;
     check_import_cycles(&workspace_root())?;
@@ -96,10 +98,12 @@ fn bpf_clippy(arch: &str) -> Command {
 
 /// `cargo shear`, installed at its pinned version when missing.
 fn cargo_shear() -> Result<Command> {
+    // `cargo shear --version` says only "dev"; cargo's install list has the version.
+    let wanted = format!("cargo-shear v{CARGO_SHEAR_VERSION}:");
     let installed = Command::new("cargo")
-        .args(["shear", "--version"])
+        .args(["install", "--list"])
         .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(CARGO_SHEAR_VERSION));
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&wanted));
     if !installed {
         step(
             "installing cargo-shear",

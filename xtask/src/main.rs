@@ -29,7 +29,7 @@ enum Task {
     /// Trace a simulated 2-rank training run and print its report (needs root).
     ///
     /// Sets up the toolchain when missing, builds npu-bpftrace, installs the NPU simulator, records
-    /// `npu-sim-run --nproc 2 -- npu-sim-app train` into target/demo/<time>, prints
+    /// `npu-sim-run --nproc 2 -- npu-sim-app train` into `target/demo/<time>`, prints
     /// `npu-bpftrace report` and checks it against the simulator's ground truth.
     Demo,
     /// Install the BPF toolchain (bpf-linker, a Rust that can build for bpfel) and the

@@ -1,5 +1,5 @@
 //! `libhccl.so`: simulated HCCL. Ranks are processes; a communicator is a shared-memory file
-//! named in the HcclRootInfo (see [`comm`]). Each collective is validated on the calling thread
+//! named in the HcclRootInfo (see [`mod@comm`]). Each collective is validated on the calling thread
 //! and submitted as one device task (SQE type 13) on the given stream through the runtime; the
 //! exchange itself runs on the device when the task executes (see [`ops`]).
 #![allow(clippy::missing_safety_doc, non_snake_case)]
