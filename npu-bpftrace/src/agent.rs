@@ -27,12 +27,14 @@ use tracer_core::{
     clock::ClockReading,
     correlate::{Correlator, FinalState, Output},
     decode::{Record, decode},
+    soclog::SocBatch,
 };
 use tracer_schema::session::{ActivityStats, ClockSummary, CorrelateStats, Session};
 
 use crate::{
     attach::{Attacher, Selection},
     bpf::Probes,
+    channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
     driver::{self, Devices, Driver},
     progress::{ProcessCounter, Progress, StatusLine},
@@ -94,6 +96,10 @@ pub enum Input {
     Clock(ClockReading),
     /// Submitted tasks of processes that exited before completing them.
     Lost(Vec<(TaskKey, TaskInfo)>),
+    /// Where each device's task times come from, decided at start (`since_ns`).
+    DeviceTimes(channel::Outcomes, u64),
+    /// Device task records read from the profiling channel.
+    Soc(SocBatch),
     /// The end of tracing: what only the kernel maps still know.
     Finish(FinalState),
 }
@@ -101,6 +107,12 @@ pub enum Input {
 impl From<ClockReading> for Input {
     fn from(reading: ClockReading) -> Self {
         Self::Clock(reading)
+    }
+}
+
+impl From<SocBatch> for Input {
+    fn from(batch: SocBatch) -> Self {
+        Self::Soc(batch)
     }
 }
 
@@ -234,6 +246,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     }
 
     let command_status = wait_for_stop(&opts, &mut probes, &mut attacher, child, &pipeline).await?;
+    session.device_time_sources = pipeline.device_time_sources.clone();
     let (report, decode_errors) = pipeline.stop(&mut probes).await?;
     finish_session(&mut session, &attacher, &probes, report, decode_errors)?;
     session.write(&opts.out_dir)?;
@@ -313,6 +326,9 @@ struct Pipeline {
     tx: mpsc::Sender<Input>,
     poller: tokio::task::JoinHandle<Result<u64>>,
     sampler: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
+    channel: Option<ChannelReader>,
+    /// Per device, where its task times come from (for session.json).
+    device_time_sources: BTreeMap<u32, String>,
     consumer: tokio::task::JoinHandle<Result<ConsumeReport>>,
     progress: Arc<Progress>,
 }
@@ -336,6 +352,9 @@ impl Pipeline {
                     stop,
                 )
             });
+        let (channel, device_time_sources) = start_channel(attacher, &tx);
+        // Before the ring poller starts: the correlator must know a device's time source
+        // before it sees any of its submissions.
         let poller = tokio::spawn(poll_ring(probes.take_events()?, tx.clone(), stop_rx));
         let progress = Arc::new(Progress::default());
         let consumer = tokio::spawn(consume(rx, sink, opts.print, devices, progress.clone()));
@@ -344,6 +363,8 @@ impl Pipeline {
             tx,
             poller,
             sampler,
+            channel,
+            device_time_sources,
             consumer,
             progress,
         })
@@ -358,6 +379,10 @@ impl Pipeline {
             stop.store(true, Ordering::Relaxed);
             let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
         }
+        if let Some(channel) = self.channel {
+            // Flushes the devices and reads their last records before the end.
+            let _ = tokio::task::spawn_blocking(move || channel.stop()).await;
+        }
         let end = FinalState {
             missing_tasks: probes.drain_tasks(|_| true)?,
             drops: probes.drops()?.to_vec(),
@@ -368,6 +393,40 @@ impl Pipeline {
         let report = self.consumer.await.context("correlator task panicked")??;
         Ok((report, decode_errors))
     }
+}
+
+/// Starts the profiling channel on every device of the traced processes' driver, and tells
+/// the correlator (through `tx`, ahead of any record) which devices it serves. Returns the
+/// reader and, per device, the time source for session.json.
+fn start_channel(
+    attacher: &Attacher,
+    tx: &mpsc::Sender<Input>,
+) -> (Option<ChannelReader>, BTreeMap<u32, String>) {
+    let Some(path) = driver_library(attacher) else {
+        return (None, BTreeMap::new());
+    };
+    let since_ns = clock_ns(libc::CLOCK_MONOTONIC);
+    let (reader, outcomes) = match ChannelReader::start(path, tx.clone()) {
+        Ok(started) => started,
+        Err(why) => {
+            eprintln!("npu-bpftrace: device task times from completion entries: {why}");
+            return (None, BTreeMap::new());
+        }
+    };
+    let sources = outcomes
+        .iter()
+        .map(|(&device, outcome)| {
+            let source = match outcome {
+                Ok(()) => "profiling_channel".to_owned(),
+                Err(why) => format!("completion_queue: {why}"),
+            };
+            (device, source)
+        })
+        .collect();
+    if tx.try_send(Input::DeviceTimes(outcomes, since_ns)).is_err() {
+        eprintln!("npu-bpftrace: could not pass the device time sources on");
+    }
+    (reader, sources)
 }
 
 /// The driver library of the traced processes, to read device clocks through.
@@ -601,6 +660,15 @@ async fn consume(
                 }
                 Some(Input::Clock(reading)) => correlator.clock_reading(reading),
                 Some(Input::Lost(tasks)) => correlator.tasks_lost(&tasks, clock_ns(libc::CLOCK_MONOTONIC)),
+                Some(Input::DeviceTimes(outcomes, since_ns)) => {
+                    for (device, outcome) in &outcomes {
+                        match outcome {
+                            Ok(()) => correlator.soc_log_started(*device, since_ns),
+                            Err(why) => correlator.soc_log_refused(*device, why, since_ns),
+                        }
+                    }
+                }
+                Some(Input::Soc(batch)) => correlator.soc_batch(&batch),
                 Some(Input::Finish(state)) => end = state,
                 None => break,
             },

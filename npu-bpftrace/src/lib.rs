@@ -5,12 +5,14 @@
 //! - [`bpf`]: loading the embedded BPF object and attaching it; [`attach`] decides what to
 //!   attach where, [`discovery`] finds the library files, [`symbols`] reads ELF symbol
 //!   tables and [`symbolize`] names addresses in live processes.
-//! - [`agent`]: a tracing session and its tokio pipeline; [`driver`] samples device clocks;
+//! - [`agent`]: a tracing session and its tokio pipeline; [`driver`] samples device clocks,
+//!   [`channel`] reads device task times from the driver's profiling channel;
 //!   [`session`] fills the dataset's `session.json`.
 //! - [`sink`]: where rows go (Parquet, `--print`); [`report`] reads a dataset back.
 pub mod agent;
 pub mod attach;
 pub mod bpf;
+pub mod channel;
 pub mod discovery;
 pub mod driver;
 pub mod progress;

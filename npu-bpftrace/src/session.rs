@@ -29,6 +29,7 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
         correlation: CorrelateStats::default(),
         activity: ActivityStats::default(),
         clocks: BTreeMap::new(),
+        device_time_sources: BTreeMap::new(),
         rows: BTreeMap::new(),
         files: 0,
         bytes: 0,

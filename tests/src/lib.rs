@@ -81,6 +81,14 @@ impl Recording {
     }
 }
 
+/// The simulated host's profiling-channel files outlive processes (like driver state):
+/// a finished recording removes those of its test thread's host.
+impl Drop for Recording {
+    fn drop(&mut self) {
+        npu_sim_app::prof::remove_host(&npu_sim_app::test_host());
+    }
+}
+
 /// `npu-bpftrace record [extra] --out DIR -- <workload>` with truth on; panics unless both
 /// the agent and the workload succeed.
 pub fn record(name: &str, extra: &[&str], workload: &[String]) -> Recording {

@@ -3,8 +3,9 @@
 //! right name, stream, bytes and status, and device times aligned to the host clock.
 use std::collections::HashMap;
 
+use npu_sim_app::{prof, test_host};
 use serde_json::Value;
-use tests::{Recording, Row, int, read_truth, record, sim_bin};
+use tests::{Recording, Row, int, read_truth, record, scratch_dir, sim_bin};
 
 /// Device time alignment targets (issue: 2 µs median, 10 µs p99).
 const MEDIAN_LIMIT_NS: u64 = 2_000;
@@ -31,6 +32,34 @@ fn truth_tasks(recording: &Recording) -> Vec<Value> {
         .flatten()
         .filter(|l| l["type"] == "task" && table_of(l["kind"].as_str().unwrap()).is_some())
         .collect()
+}
+
+/// Every truth task (event records and waits included) was timed by the device's
+/// profiling channel, the way real hardware reports task times: each device the workload
+/// used says so in session.json.
+fn assert_timed_by_channel(recording: &Recording) {
+    let session = recording.session();
+    let tasks: Vec<Value> = read_truth(&recording.truth)
+        .into_values()
+        .flatten()
+        .filter(|l| l["type"] == "task")
+        .collect();
+    assert!(!tasks.is_empty());
+    for task in &tasks {
+        let device = task["device"].as_u64().unwrap() as u32;
+        assert_eq!(
+            session.device_time_sources.get(&device).map(String::as_str),
+            Some("profiling_channel"),
+            "device {device}: {:?}",
+            session.device_time_sources
+        );
+    }
+    assert_eq!(
+        session.activity.tasks_from_channel,
+        tasks.len() as u64,
+        "every task timed by its begin and end records: {:?}",
+        session.activity
+    );
 }
 
 /// Checks every truth task against its row; returns the alignment errors in ns.
@@ -133,6 +162,7 @@ fn train_tasks_match_truth() {
     let recording = record("device-train", &[], &workload);
     let errors = check_tasks(&recording);
     assert_aligned("train", errors);
+    assert_timed_by_channel(&recording);
     let hccl = recording.table("hccl");
     let seqs: Vec<_> = hccl
         .iter()
@@ -156,6 +186,7 @@ fn collectives_match_truth() {
     .concat();
     let recording = record("device-collectives", &[], &workload);
     assert_aligned("collectives", check_tasks(&recording));
+    assert_timed_by_channel(&recording);
 }
 
 #[test]
@@ -166,6 +197,7 @@ fn device_fault_is_a_failed_kernel_and_a_critical_event() {
         &[sim_bin("npu-sim-app"), "faults".into()],
     );
     check_tasks(&recording);
+    assert_timed_by_channel(&recording);
     let failed: Vec<Row> = recording
         .table("kernel")
         .into_iter()
@@ -203,6 +235,41 @@ fn task_ids_that_wrap_join_the_right_calls() {
         "the run crosses the wrap"
     );
     assert_aligned("wrap", check_tasks(&recording));
+    assert_timed_by_channel(&recording);
+}
+
+/// Another profiler (npu-sim-prof, as msprof or msPTI) owns device 0's channel: the driver
+/// refuses it to the agent, which says so and times that device's tasks from completion
+/// entries instead; nothing is lost.
+#[test]
+fn a_channel_owned_by_another_profiler_falls_back_to_completions() {
+    let scratch = scratch_dir("device-prof-owner");
+    let profiler = prof::start(&test_host(), &scratch, &[], &["--device", "0"])
+        .unwrap_or_else(|end| panic!("npu-sim-prof did not start: {}", end.stderr));
+    let recording = record(
+        "device-prof-owner",
+        &[],
+        &[
+            sim_bin("npu-sim-app"),
+            "train".into(),
+            "--steps".into(),
+            "3".into(),
+        ],
+    );
+    let end = profiler.stop();
+    assert!(end.success, "npu-sim-prof: {}", end.stderr);
+    let session = recording.session();
+    let source = &session.device_time_sources[&0];
+    assert!(source.starts_with("completion_queue: "), "{source}");
+    let critical = recording.table("critical_event");
+    assert!(
+        critical
+            .iter()
+            .any(|c| c["kind"] == "device_time_source" && c["device_id"] == 0),
+        "{critical:?}"
+    );
+    assert_aligned("profiler-owned channel", check_tasks(&recording));
+    assert_eq!(session.activity.tasks_from_channel, 0);
 }
 
 #[test]

@@ -189,6 +189,7 @@ pub enum Payload {
 pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     send_sqe_addr: 16,
     send_sqe_num: 24,
+    send_sq_id: 8,
     sqe_size: 64,
     sqe_type: 0,
     sqe_block_dim: 2,
@@ -204,6 +205,60 @@ pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     cqe_end_cnt: 16,
     cqe_start_cnt: 24,
 };
+
+/// The driver's profiling channel that carries a begin and an end record per device task on
+/// Atlas A2/A3 (STARS): `CHANNEL_STARS_SOC_LOG_BUFFER` (hicann/driver
+/// `pkg_inc/ascend_hal_base.h`), the one msPTI and msprof read kernel times from.
+pub const SOC_LOG_CHANNEL: u32 = 50;
+
+/// Layout description of one profiling-channel record, `StarsSocLog` (Ascend/mspti
+/// `csrc/activity/ascend/channel/channel_data.h`, `#pragma pack(4)`, 64 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocLogLayout {
+    pub record_size: usize,
+    /// u16 whose low 6 bits are the function type (0 begin, 1 end).
+    pub func_type: usize,
+    /// u16 stream and task id fields, in the encoded forms [`soc_log_ids`] decodes.
+    pub stream_id: usize,
+    pub task_id: usize,
+    /// u64 device system counter.
+    pub timestamp: usize,
+}
+
+/// `StarsSocLog` as msPTI declares it.
+pub const SOC_LOG: SocLogLayout = SocLogLayout {
+    record_size: 64,
+    func_type: 0,
+    stream_id: 4,
+    task_id: 6,
+    timestamp: 8,
+};
+
+/// `funcType` of a task's begin and end records (0x22/0x23 are FFTS+ subtasks).
+pub const SOC_FUNC_BEGIN: u8 = 0;
+pub const SOC_FUNC_END: u8 = 1;
+
+/// The (stream, task) a record's id fields stand for, decoded as msPTI does
+/// (`StarsCommon::GetStreamId` / `GetTaskId`, `csrc/activity/ascend/channel/stars_common.cpp`):
+/// the stream is kept modulo 2048; bit 12 of the stream field carries the task's top three
+/// bits in bits 13-15; bit 13 swaps the low 12 bits of the two fields.
+pub const fn soc_log_ids(stream_field: u16, task_field: u16) -> (u16, u16) {
+    const BIT12: u16 = 1 << 12;
+    const BIT13: u16 = 1 << 13;
+    if stream_field & BIT12 != 0 {
+        (
+            stream_field % 2048,
+            (task_field & 0x1fff) | (stream_field & 0xe000),
+        )
+    } else if stream_field & BIT13 != 0 {
+        (
+            (task_field & 0x0fff) % 2048,
+            (stream_field & 0x0fff) | (task_field & 0xf000),
+        )
+    } else {
+        (stream_field % 2048, task_field)
+    }
+}
 
 /// Device error codes a completion can carry, with their `acl_base_rt.h` names.
 pub const DEVICE_ERRORS: &[(u32, &str)] = &[

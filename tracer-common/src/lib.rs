@@ -31,6 +31,8 @@ pub enum RecordKind {
     ThreadExit = 3,
     /// A device task completed: [`TaskComplete`].
     TaskComplete = 4,
+    /// A device task was handed to the driver: [`TaskSubmit`].
+    TaskSubmit = 5,
 }
 
 impl RecordKind {
@@ -40,6 +42,7 @@ impl RecordKind {
             2 => Some(Self::ApiExit),
             3 => Some(Self::ThreadExit),
             4 => Some(Self::TaskComplete),
+            5 => Some(Self::TaskSubmit),
             _ => None,
         }
     }
@@ -63,24 +66,26 @@ pub enum DropKind {
     TaskComplete = 5,
     /// The submitted-task map was full; a task will complete without its API call.
     TaskMapFull = 6,
+    /// Ring buffer full: a task submission was lost (its device records go unattributed).
+    TaskSubmit = 7,
     /// A `halTaskSendInfo` (SQE address, count) could not be read: its tasks are untraced.
-    SendInfoRead = 7,
+    SendInfoRead = 8,
     /// An SQE header could not be read: that task and the rest of the batch are untraced.
-    SqeRead = 8,
+    SqeRead = 9,
     /// A `halReportRecvInfo` (CQE address, count) could not be read: completions lost.
-    RecvInfoRead = 9,
+    RecvInfoRead = 10,
     /// A CQE's stream or task id could not be read: that completion is lost.
-    CqeRead = 10,
+    CqeRead = 11,
     /// A C string argument could not be read: the row lacks its text.
-    TextRead = 11,
+    TextRead = 12,
     /// An out-parameter could not be read at return: the row lacks its value.
-    OutRead = 12,
+    OutRead = 13,
     /// Arguments passed on the stack could not be read: they read as 0.
-    StackArgsRead = 13,
+    StackArgsRead = 14,
 }
 
 impl DropKind {
-    pub const COUNT: u32 = 14;
+    pub const COUNT: u32 = 15;
     pub const ALL: [DropKind; Self::COUNT as usize] = [
         Self::ApiEnter,
         Self::ApiExit,
@@ -89,6 +94,7 @@ impl DropKind {
         Self::ThreadMapFull,
         Self::TaskComplete,
         Self::TaskMapFull,
+        Self::TaskSubmit,
         Self::SendInfoRead,
         Self::SqeRead,
         Self::RecvInfoRead,
@@ -113,6 +119,7 @@ impl DropKind {
             Self::ThreadMapFull => "thread_map_full",
             Self::TaskComplete => "ringbuf_full_task_complete",
             Self::TaskMapFull => "task_map_full",
+            Self::TaskSubmit => "ringbuf_full_task_submit",
             Self::SendInfoRead => "read_failed_send_info",
             Self::SqeRead => "read_failed_sqe",
             Self::RecvInfoRead => "read_failed_recv_info",
@@ -257,9 +264,10 @@ impl ProbeSpec {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeviceLayout {
-    /// `struct halTaskSendInfo`: `sqe_addr` (pointer) and `sqe_num` (u32).
+    /// `struct halTaskSendInfo`: `sqe_addr` (pointer), `sqe_num` and `sqId` (u32).
     pub send_sqe_addr: u16,
     pub send_sqe_num: u16,
+    pub send_sq_id: u16,
     /// Bytes per SQE, and fields of the SQE header: type (low 6 bits of a byte),
     /// blockDim, stream id and task id (u16 each).
     pub sqe_size: u16,
@@ -328,6 +336,23 @@ pub struct TaskInfo {
     pub block_dim: u16,
     pub sqe_type: u8,
     pub _pad: u8,
+}
+
+/// A task submission (one SQE of a `halSqTaskSend`), for joining device-side records
+/// that carry no process: the profiling channel's begin/end records name only the device,
+/// stream and task.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskSubmit {
+    /// The submitting thread; `ts_ns` is the submission time.
+    pub header: RecordHeader,
+    pub info: TaskInfo,
+    pub device_id: u32,
+    /// The driver's SQ the task went to (`halTaskSendInfo.sqId`).
+    pub sq_id: u32,
+    pub stream_id: u16,
+    pub task_id: u16,
+    pub _pad: u32,
 }
 
 /// A completion joined to its submission.
@@ -425,6 +450,7 @@ const _: () = {
     assert!(size_of::<TaskKey>() == 16);
     assert!(size_of::<TaskInfo>() == 24);
     assert!(size_of::<TaskComplete>() == 24 + 24 + 16 + 8 + 8);
+    assert!(size_of::<TaskSubmit>() == 24 + 24 + 16);
     assert!(size_of::<ThreadState>() == 8 + (MAX_DEPTH + 1) * 24);
 };
 

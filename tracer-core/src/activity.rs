@@ -4,7 +4,9 @@
 //! completions, drops and clock doubts become `critical_event` rows.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use tracer_common::{DropKind, TaskComplete, TaskInfo, TaskKey};
+use tracer_common::{
+    DropKind, RecordHeader, RecordKind, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
+};
 
 use tracer_catalog::{self as catalog, Payload, ProbeDef, Role, TaskKind};
 use tracer_schema::{
@@ -16,7 +18,10 @@ use tracer_schema::{
     vocab::{EventKind, KernelType, MemoryKind, MemoryOperation, Severity},
 };
 
-use crate::clock::{ClockModel, ClockReading};
+use crate::{
+    clock::{ClockModel, ClockReading},
+    soclog::{SocBatch, SocEdge},
+};
 
 /// Completions wait this long (in trace time) before their device times are converted,
 /// so the clock model has seen the constraints around them (the agent samples device
@@ -60,9 +65,41 @@ struct Held {
     context: Option<TaskContext>,
 }
 
+/// A task on a device (device, stream, task): what the profiling channel's records name.
+type DeviceTaskKey = (u32, u16, u16);
+
+/// A submission waiting for its device records.
+#[derive(Debug, Clone, Copy)]
+struct Submitted {
+    pid: u32,
+    info: TaskInfo,
+    begin_cnt: Option<u64>,
+}
+
+/// Channel records that arrived before their submission (the ring buffer and the channel
+/// are read by different threads), or that belong to processes not traced.
+#[derive(Debug, Clone, Copy, Default)]
+struct Unmatched {
+    begin_cnt: Option<u64>,
+    end_cnt: Option<u64>,
+    read_ns: u64,
+}
+
+/// Unmatched channel records older than this (trace time) belong to no traced submission.
+const UNMATCHED_TTL_NS: u64 = 2_000_000_000;
+
 #[derive(Default)]
 pub struct Activity {
     contexts: HashMap<u64, TaskContext>,
+    /// Tasks submitted per correlation id and not yet turned into rows: a call's context
+    /// stays until its last task has it.
+    tasks_per_call: HashMap<u64, u32>,
+    /// Devices whose task times come from the profiling channel, since when (trace time).
+    soc_devices: BTreeMap<u32, u64>,
+    submitted: HashMap<DeviceTaskKey, Submitted>,
+    unmatched: HashMap<DeviceTaskKey, Unmatched>,
+    /// Completion-queue error statuses of channel-timed tasks, applied when they are emitted.
+    cqe_status: HashMap<DeviceTaskKey, u32>,
     comms: HashMap<(u32, u64), Comm>,
     comms_per_pid: HashMap<u32, u32>,
     allocations: HashMap<(u32, u64), u64>,
@@ -166,8 +203,138 @@ impl Activity {
         });
     }
 
-    /// A device task completed.
+    /// The agent reads `device`'s task times from the profiling channel from `since_ns` on:
+    /// completion entries of tasks submitted since then give only their status.
+    pub fn soc_log_started(&mut self, device: u32, since_ns: u64) {
+        self.soc_devices.insert(device, since_ns);
+    }
+
+    /// `device`'s task times stay with completion entries because its channel could not be
+    /// used, for `reason`.
+    pub fn soc_log_refused(&mut self, device: u32, reason: &str, now_ns: u64) {
+        let message = format!(
+            "device {device}: task times from completion entries, not the profiling channel: {reason}"
+        );
+        let mut row = critical_row(
+            now_ns,
+            EventKind::DeviceTimeSource,
+            Severity::Warning,
+            1,
+            message,
+        );
+        row.device_id = Some(device);
+        self.output.critical.push(row);
+    }
+
+    /// A task was handed to the driver.
+    pub fn submitted(&mut self, submit: &TaskSubmit) {
+        if submit.info.correlation_id != 0 {
+            *self
+                .tasks_per_call
+                .entry(submit.info.correlation_id)
+                .or_default() += 1;
+        }
+        if !self.soc_devices.contains_key(&submit.device_id) {
+            return;
+        }
+        let key = (submit.device_id, submit.stream_id, submit.task_id);
+        let submitted = Submitted {
+            pid: submit.header.pid,
+            info: submit.info,
+            begin_cnt: None,
+        };
+        match self.unmatched.remove(&key) {
+            Some(early) => self.timed_by_channel(key, submitted, early),
+            None => {
+                self.submitted.insert(key, submitted);
+            }
+        }
+    }
+
+    /// Device records read from the profiling channel.
+    pub fn soc_batch(&mut self, batch: &SocBatch) {
+        self.latest_ns = self.latest_ns.max(batch.read_ns);
+        for record in &batch.records {
+            let key = (batch.device, record.stream_id, record.task_id);
+            let Some(submitted) = self.submitted.get_mut(&key) else {
+                let early = self.unmatched.entry(key).or_default();
+                early.read_ns = batch.read_ns;
+                match record.edge {
+                    SocEdge::Begin => early.begin_cnt = Some(record.cnt),
+                    SocEdge::End => early.end_cnt = Some(record.cnt),
+                }
+                continue;
+            };
+            match record.edge {
+                SocEdge::Begin => submitted.begin_cnt = Some(record.cnt),
+                SocEdge::End => {
+                    let submitted = *submitted;
+                    self.submitted.remove(&key);
+                    let early = Unmatched {
+                        end_cnt: Some(record.cnt),
+                        read_ns: batch.read_ns,
+                        ..Default::default()
+                    };
+                    self.timed_by_channel(key, submitted, early);
+                }
+            }
+        }
+    }
+
+    /// A task whose end record arrived: held like a completion until the clock model has
+    /// seen the constraints around it.
+    fn timed_by_channel(&mut self, key: DeviceTaskKey, submitted: Submitted, records: Unmatched) {
+        let (device_id, stream_id, task_id) = key;
+        let (Some(begin), Some(end)) = (submitted.begin_cnt.or(records.begin_cnt), records.end_cnt)
+        else {
+            // Only the begin was early: wait for the end.
+            let mut waiting = submitted;
+            waiting.begin_cnt = waiting.begin_cnt.or(records.begin_cnt);
+            self.submitted.insert(key, waiting);
+            return;
+        };
+        let done = TaskComplete {
+            header: RecordHeader::new(
+                RecordKind::TaskComplete,
+                0,
+                0,
+                submitted.pid,
+                submitted.info.tid,
+                records.read_ns,
+            ),
+            info: submitted.info,
+            start_cnt: begin,
+            end_cnt: end,
+            device_id,
+            status: 0,
+            stream_id,
+            task_id,
+            sqe_type: submitted.info.sqe_type,
+            _pad: [0; 3],
+        };
+        self.stats.tasks_from_channel += 1;
+        self.timed(&done);
+    }
+
+    /// A completion-queue entry arrived.
     pub fn completed(&mut self, done: &TaskComplete) {
+        let channel_timed = self
+            .soc_devices
+            .get(&done.device_id)
+            .is_some_and(|&since| done.info.submit_ns == 0 || done.info.submit_ns >= since);
+        if channel_timed {
+            // The channel times this task; the entry says only whether it failed.
+            if done.status != 0 {
+                let key = (done.device_id, done.stream_id, done.task_id);
+                self.cqe_status.insert(key, done.status);
+            }
+            return;
+        }
+        self.timed(done);
+    }
+
+    /// A task with device times, from either source.
+    fn timed(&mut self, done: &TaskComplete) {
         self.stats.tasks += 1;
         let recv_ns = done.header.ts_ns;
         self.latest_ns = self.latest_ns.max(recv_ns);
@@ -186,11 +353,21 @@ impl Activity {
         });
     }
 
-    /// The context of a task; a call that already returned gives its context to its
-    /// (usually only) task.
+    /// The context of a task. Every task of a call gets it: the context goes once the call
+    /// has returned and its last submitted task took it.
     fn take_context(&mut self, correlation_id: u64) -> Option<TaskContext> {
+        let remaining = match self.tasks_per_call.get_mut(&correlation_id) {
+            Some(n) => {
+                *n = n.saturating_sub(1);
+                *n
+            }
+            None => 0,
+        };
+        if remaining == 0 {
+            self.tasks_per_call.remove(&correlation_id);
+        }
         let context = self.contexts.get(&correlation_id)?.clone();
-        if context.returned_ns.is_some() {
+        if context.returned_ns.is_some() && remaining == 0 {
             self.contexts.remove(&correlation_id);
         }
         Some(context)
@@ -234,6 +411,10 @@ impl Activity {
         let expired = self.latest_ns.saturating_sub(CONTEXT_TTL_NS);
         self.contexts
             .retain(|_, c| c.returned_ns.is_none_or(|t| t > expired));
+        let stale = self.latest_ns.saturating_sub(UNMATCHED_TTL_NS);
+        let before = self.unmatched.len();
+        self.unmatched.retain(|_, u| u.read_ns > stale);
+        self.stats.channel_records_unmatched += (before - self.unmatched.len()) as u64;
     }
 
     /// Emits everything: held completions, tasks that never completed, loss counters and
@@ -246,6 +427,18 @@ impl Activity {
             self.emit(held);
         }
         self.tasks_lost(missing, now_ns);
+        // Channel-timed tasks whose end record never came.
+        let mut waiting: Vec<(TaskKey, TaskInfo)> = self
+            .submitted
+            .drain()
+            .map(|((device, stream, task), s)| (TaskKey::new(s.pid, device, stream, task), s.info))
+            .collect();
+        waiting.sort_by_key(|(_, info)| info.submit_ns);
+        for (key, info) in &waiting {
+            self.missing_completion(key, info, now_ns);
+        }
+        self.stats.channel_records_unmatched += self.unmatched.len() as u64;
+        self.unmatched.clear();
         for (kind, &count) in DropKind::ALL.iter().zip(drops).filter(|(_, c)| **c > 0) {
             let (event, severity) = if kind.is_read_failure() {
                 (EventKind::ProbeReadFailure, Severity::Warning)
@@ -267,10 +460,18 @@ impl Activity {
         }
     }
 
-    /// Tasks whose completion will never be seen (their process exited, or tracing stopped).
+    /// Tasks whose completion entry will never be seen (their process exited, or tracing
+    /// stopped). Channel-timed tasks are not waiting for one: they are missing only if
+    /// their end record never comes (see [`Activity::finish`]).
     pub fn tasks_lost(&mut self, lost: &[(TaskKey, TaskInfo)], now_ns: u64) {
         for (key, info) in lost {
-            self.missing_completion(key, info, now_ns);
+            let channel_timed = self
+                .soc_devices
+                .get(&key.device_id)
+                .is_some_and(|&since| info.submit_ns >= since);
+            if !channel_timed {
+                self.missing_completion(key, info, now_ns);
+            }
         }
     }
 
@@ -287,7 +488,13 @@ impl Activity {
         self.clocks.iter().map(|(&d, m)| (d, m.summary())).collect()
     }
 
-    fn emit(&mut self, held: Held) {
+    fn emit(&mut self, mut held: Held) {
+        if let Some(status) =
+            self.cqe_status
+                .remove(&(held.done.device_id, held.done.stream_id, held.done.task_id))
+        {
+            held.done.status = status;
+        }
         let done = &held.done;
         let model = self.clocks.get(&done.device_id);
         let convert = |cnt: u64| model.and_then(|m| m.to_host_ns(cnt));

@@ -18,6 +18,7 @@ use crate::{
     activity::{Activity, ActivityOutput},
     clock::ClockReading,
     decode::{Record, text},
+    soclog::SocBatch,
 };
 
 /// Rows produced since the last [`Correlator::take_output`].
@@ -127,11 +128,27 @@ impl Correlator {
             Record::Exit(exit) => self.exit(exit, live),
             Record::ThreadExit(header) => self.thread_exit(header, live),
             Record::TaskComplete(done) => self.activity.completed(done),
+            Record::TaskSubmit(submit) => self.activity.submitted(submit),
         }
     }
 
     pub fn clock_reading(&mut self, reading: ClockReading) {
         self.activity.clock_reading(reading);
+    }
+
+    /// Device task records read from the profiling channel.
+    pub fn soc_batch(&mut self, batch: &SocBatch) {
+        self.activity.soc_batch(batch);
+    }
+
+    /// `device`'s task times come from the profiling channel from `since_ns` on.
+    pub fn soc_log_started(&mut self, device: u32, since_ns: u64) {
+        self.activity.soc_log_started(device, since_ns);
+    }
+
+    /// `device`'s profiling channel could not be used, for `reason`.
+    pub fn soc_log_refused(&mut self, device: u32, reason: &str, now_ns: u64) {
+        self.activity.soc_log_refused(device, reason, now_ns);
     }
 
     /// Devices whose tasks were seen.

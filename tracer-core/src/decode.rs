@@ -2,7 +2,7 @@
 //! `tracer-common`; anything short or of an unknown kind is rejected, never trusted.
 use std::mem::size_of;
 
-use tracer_common::{ApiEnter, ApiExit, RecordHeader, RecordKind, TaskComplete};
+use tracer_common::{ApiEnter, ApiExit, RecordHeader, RecordKind, TaskComplete, TaskSubmit};
 
 /// One record from the kernel.
 #[derive(Debug, Clone, Copy)]
@@ -11,6 +11,7 @@ pub enum Record {
     Exit(ApiExit),
     ThreadExit(RecordHeader),
     TaskComplete(TaskComplete),
+    TaskSubmit(TaskSubmit),
 }
 
 impl Record {
@@ -20,6 +21,7 @@ impl Record {
             Self::Exit(e) => &e.header,
             Self::ThreadExit(h) => h,
             Self::TaskComplete(t) => &t.header,
+            Self::TaskSubmit(t) => &t.header,
         }
     }
 }
@@ -40,6 +42,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RecordKind::ApiExit => read::<ApiExit>(bytes).map(Record::Exit),
         RecordKind::ThreadExit => read::<RecordHeader>(bytes).map(Record::ThreadExit),
         RecordKind::TaskComplete => read::<TaskComplete>(bytes).map(Record::TaskComplete),
+        RecordKind::TaskSubmit => read::<TaskSubmit>(bytes).map(Record::TaskSubmit),
     }
 }
 
@@ -60,6 +63,8 @@ unsafe impl WireRecord for ApiEnter {}
 unsafe impl WireRecord for ApiExit {}
 // SAFETY: as above.
 unsafe impl WireRecord for TaskComplete {}
+// SAFETY: as above.
+unsafe impl WireRecord for TaskSubmit {}
 
 fn read<T: WireRecord>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < size_of::<T>() {

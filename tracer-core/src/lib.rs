@@ -9,3 +9,4 @@ pub mod activity;
 pub mod clock;
 pub mod correlate;
 pub mod decode;
+pub mod soclog;

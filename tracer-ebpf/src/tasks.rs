@@ -6,7 +6,7 @@
 use aya_ebpf::helpers::bpf_probe_read_user;
 use tracer_common::{
     DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind, SQE_TYPE_MASK,
-    TaskComplete, TaskInfo, TaskKey,
+    TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
 use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, submit_flags};
@@ -46,6 +46,7 @@ pub(crate) fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64
         count_drop(DropKind::SendInfoRead);
         return;
     };
+    let sq_id = read::<u32>(info, l.send_sq_id).unwrap_or(0);
     let correlation_id = outermost_call(tid);
     for i in 0..MAX_SQES {
         if i >= count {
@@ -74,7 +75,36 @@ pub(crate) fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64
         if TASKS.insert(key, info, 0).is_err() {
             count_drop(DropKind::TaskMapFull);
         }
+        emit_submit(info, device_id, sq_id, stream_id, task_id, tgid, ts_ns);
     }
+}
+
+/// Hands a submission to the agent, which joins it with the device's profiling-channel
+/// records (they name no process).
+#[inline(always)]
+fn emit_submit(
+    info: TaskInfo,
+    device_id: u32,
+    sq_id: u32,
+    stream_id: u16,
+    task_id: u16,
+    tgid: u32,
+    ts_ns: u64,
+) {
+    let Some(mut entry) = EVENTS.reserve::<TaskSubmit>(0) else {
+        count_drop(DropKind::TaskSubmit);
+        return;
+    };
+    entry.write(TaskSubmit {
+        header: RecordHeader::new(RecordKind::TaskSubmit, 0, 0, tgid, info.tid, ts_ns),
+        info,
+        device_id,
+        sq_id,
+        stream_id,
+        task_id,
+        _pad: 0,
+    });
+    entry.submit(submit_flags());
 }
 
 /// `halCqReportRecv(uint32_t devId, struct halReportRecvInfo *info)` at EXIT, with the

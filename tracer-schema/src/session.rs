@@ -48,7 +48,13 @@ pub struct CorrelateStats {
 /// Device tasks seen, and what could not be attributed.
 #[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
 pub struct ActivityStats {
+    /// Device tasks with device times.
     pub tasks: u64,
+    /// Of those, timed by the profiling channel's records.
+    pub tasks_from_channel: u64,
+    /// Channel records that matched no traced submission (other processes' tasks on the
+    /// same device, or records whose submission was lost).
+    pub channel_records_unmatched: u64,
     pub tasks_without_api: u64,
     pub device_errors: u64,
     pub missing_completions: u64,
@@ -120,6 +126,9 @@ pub struct Session {
     pub activity: ActivityStats,
     /// Per device: the fitted syscnt -> CLOCK_MONOTONIC model and its error bound.
     pub clocks: BTreeMap<u32, ClockSummary>,
+    /// Per device the driver lists: where its task times come from, `profiling_channel`
+    /// (channel 50's begin/end records) or `completion_queue: <why not the channel>`.
+    pub device_time_sources: BTreeMap<u32, String>,
     /// Rows written, per table.
     pub rows: BTreeMap<String, u64>,
     pub files: u64,

@@ -56,6 +56,9 @@ vocabulary! {
         ClockModel = "clock_model",
         /// User-memory reads that failed in the BPF programs (the message names which).
         ProbeReadFailure = "probe_read_failure",
+        /// A device's task times do not come from the profiling channel (the message says
+        /// why: another profiler owns it, the driver lacks it).
+        DeviceTimeSource = "device_time_source",
     }
 }
 

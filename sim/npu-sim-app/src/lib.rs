@@ -88,12 +88,22 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
         "NPU_SIM_FAULT_KERNEL",
         "NPU_SIM_TASK_ID_START",
         "NPU_SIM_STRAGGLER_MS",
-        "NPU_SIM_HOST",
         "NPU_SIM_PROF_BUF_BYTES",
     ] {
         c.env_remove(var);
     }
+    c.env("NPU_SIM_HOST", test_host());
     c
+}
+
+/// A simulated host of the calling test thread's own. The processes of one host share its
+/// devices' profiling channels, as on a real machine; tests run side by side, so each gets
+/// a host (every command one test starts, tracer and workload, is on the same one).
+pub fn test_host() -> String {
+    format!("t{}-{:?}", std::process::id(), std::thread::current().id())
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect()
 }
 
 /// Runs `cmd` and panics with its output unless it succeeds.

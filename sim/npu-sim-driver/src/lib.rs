@@ -70,6 +70,53 @@ pub unsafe extern "C" fn halGetDeviceInfo(
     )
 }
 
+/// `drvError_t drvGetDevNum(uint32_t *num_dev)` (hicann/driver `pkg_inc/ascend_hal.h`): the
+/// devices of this host, as profilers enumerate them before starting channels.
+// SAFETY: the C caller's contract: `num_dev` is null or a writable uint32_t.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn drvGetDevNum(num_dev: *mut u32) -> i32 {
+    api(
+        LIB,
+        "drvGetDevNum",
+        || {
+            if num_dev.is_null() {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: checked non-null; the caller provides a writable uint32_t.
+            unsafe { *num_dev = config::get().device_count };
+            abi::DRV_ERROR_NONE
+        },
+        |a| {
+            a.u64("num_dev", num_dev as u64);
+        },
+    )
+}
+
+/// `drvError_t drvGetDevIDs(uint32_t *devices, uint32_t len)`: the logical ids of the
+/// host's devices, 0..count here.
+// SAFETY: the C caller's contract: `devices` is null or writable for `len` ids.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn drvGetDevIDs(devices: *mut u32, len: u32) -> i32 {
+    api(
+        LIB,
+        "drvGetDevIDs",
+        || {
+            let count = config::get().device_count;
+            if devices.is_null() || len < count {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            }
+            for id in 0..count {
+                // SAFETY: `id < count <= len`, and the caller's buffer holds `len` ids.
+                unsafe { *devices.add(id as usize) = id };
+            }
+            abi::DRV_ERROR_NONE
+        },
+        |a| {
+            a.u64("devices", devices as u64).u64("len", len.into());
+        },
+    )
+}
+
 // SAFETY: the C caller's contract: `info` is null or valid for what the prototype says it points
 // to.
 #[unsafe(no_mangle)]
