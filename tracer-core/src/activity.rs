@@ -764,4 +764,136 @@ mod tests {
             Some(0)
         );
     }
+
+    use crate::soclog::{SocBatch, SocEdge, SocRecord};
+
+    fn submit(device: u32, stream: u16, task: u16, correlation_id: u64, ts: u64) -> TaskSubmit {
+        TaskSubmit {
+            header: RecordHeader::new(RecordKind::TaskSubmit, 0, 0, 100, 101, ts),
+            info: TaskInfo {
+                correlation_id,
+                submit_ns: ts,
+                tid: 101,
+                block_dim: 8,
+                sqe_type: 0,
+                _pad: 0,
+            },
+            device_id: device,
+            sq_id: 0,
+            stream_id: stream,
+            task_id: task,
+            _pad: 0,
+        }
+    }
+
+    fn batch(device: u32, read_ns: u64, records: &[(SocEdge, u16, u16, u64)]) -> SocBatch {
+        SocBatch {
+            device,
+            read_ns,
+            records: records
+                .iter()
+                .map(|&(edge, stream_id, task_id, cnt)| SocRecord {
+                    edge,
+                    stream_id,
+                    task_id,
+                    cnt,
+                })
+                .collect(),
+        }
+    }
+
+    fn launch() -> &'static ProbeDef {
+        let probe = catalog::find("aclrtLaunchKernel").expect("in the catalog");
+        catalog::by_probe(probe).expect("a probe")
+    }
+
+    /// Begin/end records join their submission by (device, stream, task), whichever
+    /// arrives first; both tasks of one call keep its kernel name; a failed task's
+    /// completion entry gives its status; other processes' records are left unmatched.
+    #[test]
+    fn channel_records_join_submissions() {
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        let args = ApiArgs {
+            kernel_name: Some("matmul".into()),
+            ..Default::default()
+        };
+        a.call_entered(launch(), 100, 7, args);
+        a.submitted(&submit(0, 3, 10, 7, 1_000));
+        // The second task's records come before its submission is seen.
+        a.soc_batch(&batch(
+            0,
+            5_000,
+            &[(SocEdge::Begin, 3, 11, 60), (SocEdge::End, 3, 11, 70)],
+        ));
+        a.submitted(&submit(0, 3, 11, 7, 1_100));
+        a.soc_batch(&batch(
+            0,
+            6_000,
+            &[
+                (SocEdge::Begin, 3, 10, 40),
+                (SocEdge::End, 3, 10, 50),
+                (SocEdge::End, 9, 9, 55), // another process's task
+            ],
+        ));
+        let mut failed = TaskComplete::default();
+        (
+            failed.device_id,
+            failed.stream_id,
+            failed.task_id,
+            failed.status,
+        ) = (0, 3, 10, 507_015);
+        failed.info.submit_ns = 1_000;
+        a.completed(&failed);
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let kernels: Vec<(u32, Option<&str>, Option<u64>, Option<u64>, Option<u32>)> = out
+            .kernels
+            .iter()
+            .map(|k| {
+                (
+                    k.task.task_id,
+                    k.name.as_deref(),
+                    k.task.device_start_cnt,
+                    k.task.device_end_cnt,
+                    k.task.status,
+                )
+            })
+            .collect();
+        assert_eq!(
+            kernels,
+            [
+                (11, Some("matmul"), Some(60), Some(70), Some(0)),
+                (10, Some("matmul"), Some(40), Some(50), Some(507_015)),
+            ]
+        );
+        let stats = a.stats();
+        assert_eq!(
+            (stats.tasks_from_channel, stats.channel_records_unmatched),
+            (2, 1)
+        );
+        assert_eq!(stats.missing_completions, 0);
+    }
+
+    /// A channel-timed submission whose end record never comes is a missing completion;
+    /// a completion entry of a task submitted before the channel started still times it.
+    #[test]
+    fn channel_gaps_and_earlier_tasks() {
+        let mut a = Activity::default();
+        let mut early = TaskComplete::default();
+        (early.device_id, early.stream_id, early.task_id) = (0, 1, 1);
+        (early.info.submit_ns, early.start_cnt, early.end_cnt) = (500, 5, 6);
+        a.soc_log_started(0, 1_000);
+        a.completed(&early);
+        a.submitted(&submit(0, 1, 2, 0, 2_000));
+        a.finish(&[], &[], 3_000);
+        let out = a.take_output();
+        assert_eq!(out.kernels.len(), 2, "{:?}", out.kernels);
+        assert!(
+            out.critical
+                .iter()
+                .any(|c| c.kind == EventKind::MissingCompletion)
+        );
+        assert_eq!(a.stats().missing_completions, 1);
+    }
 }
