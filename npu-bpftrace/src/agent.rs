@@ -375,13 +375,13 @@ impl Pipeline {
     async fn stop(self, probes: &mut Probes) -> Result<(ConsumeReport, u64)> {
         let _ = self.stop.send(true);
         let decode_errors = self.poller.await.context("ring-buffer poller panicked")??;
-        if let Some((sampler, stop)) = self.sampler {
-            stop.store(true, Ordering::Relaxed);
-            let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
-        }
         if let Some(channel) = self.channel {
             // Flushes the devices and reads their last records before the end.
             let _ = tokio::task::spawn_blocking(move || channel.stop()).await;
+        }
+        if let Some((sampler, stop)) = self.sampler {
+            stop.store(true, Ordering::Relaxed);
+            let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
         }
         let end = FinalState {
             missing_tasks: probes.drain_tasks(|_| true)?,

@@ -195,6 +195,8 @@ pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     sqe_block_dim: 2,
     sqe_stream: 4,
     sqe_task: 6,
+    sqe_wr_cqe_byte: 1,
+    sqe_wr_cqe_mask: 1 << 6,
     recv_cqe_addr: 16,
     recv_report_num: 28,
     cqe_size: 32,

@@ -275,6 +275,10 @@ pub struct DeviceLayout {
     pub sqe_block_dim: u16,
     pub sqe_stream: u16,
     pub sqe_task: u16,
+    /// The byte and bit mask of the SQE header's `wrCqe` flag: only such tasks write a
+    /// completion entry, so only they wait in `TASKS`.
+    pub sqe_wr_cqe_byte: u16,
+    pub sqe_wr_cqe_mask: u16,
     /// `struct halReportRecvInfo`: `cqe_addr` (pointer) and `report_cqe_num` (u32).
     pub recv_cqe_addr: u16,
     pub recv_report_num: u16,

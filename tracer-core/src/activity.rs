@@ -228,6 +228,9 @@ impl Activity {
 
     /// A task was handed to the driver.
     pub fn submitted(&mut self, submit: &TaskSubmit) {
+        // A device in use: the agent starts sampling its clock now, not at its first timed
+        // task, which the channel reports tens of ms later.
+        self.clock(submit.device_id);
         if submit.info.correlation_id != 0 {
             *self
                 .tasks_per_call

@@ -71,8 +71,11 @@ pub(crate) fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64
             sqe_type: ty & SQE_TYPE_MASK,
             _pad: 0,
         };
-        // Replaces a stale entry left by a task id that wrapped.
-        if TASKS.insert(key, info, 0).is_err() {
+        let wr_cqe = read::<u8>(sqe, l.sqe_wr_cqe_byte)
+            .is_some_and(|b| u16::from(b) & l.sqe_wr_cqe_mask != 0);
+        // Only a task that writes a completion entry waits for one. Replaces a stale
+        // entry left by a task id that wrapped.
+        if wr_cqe && TASKS.insert(key, info, 0).is_err() {
             count_drop(DropKind::TaskMapFull);
         }
         emit_submit(info, device_id, sq_id, stream_id, task_id, tgid, ts_ns);
