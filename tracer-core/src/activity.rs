@@ -850,7 +850,8 @@ mod tests {
         a.completed(&failed);
         a.finish(&[], &[], 1_000_000_000_000);
         let out = a.take_output();
-        let kernels: Vec<(u32, Option<&str>, Option<u64>, Option<u64>, Option<u32>)> = out
+        type Seen<'a> = (u32, Option<&'a str>, Option<u64>, Option<u64>, Option<u32>);
+        let kernels: Vec<Seen<'_>> = out
             .kernels
             .iter()
             .map(|k| {

@@ -1,0 +1,113 @@
+//! Layout descriptions of the driver and device structures the BPF programs and the agent
+//! read, as data: a CANN release whose structures differ supplies other values.
+use tracer_common::DeviceLayout;
+use tracer_schema::vocab::KernelType;
+
+use crate::model::{Indirect, TaskKind};
+
+/// Layout description: where a function handle (`aclrtFuncHandle`, `rtFuncHandle`) keeps
+/// its kernel-name pointer, in the CANN ABI this catalog is validated against (see
+/// `docs/simulator.md`); another CANN release supplies its own. It names kernels whose
+/// handles were created before tracing began, which no registration call can tell.
+pub const FUNC_HANDLE_NAME: Indirect = Indirect { offset: 0 };
+
+/// Layout description of the driver's task interface (`ascend_hal_base.h`: struct
+/// halTaskSendInfo, struct halReportRecvInfo; `rtStarsSqeHeader_t`), and of the logic CQE
+/// in the format the simulator documents (`docs/simulator.md`); a CANN release whose CQE
+/// differs supplies its own.
+pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
+    send_sqe_addr: 16,
+    send_sqe_num: 24,
+    send_sq_id: 8,
+    sqe_size: 64,
+    sqe_type: 0,
+    sqe_block_dim: 2,
+    sqe_stream: 4,
+    sqe_task: 6,
+    sqe_wr_cqe_byte: 1,
+    sqe_wr_cqe_mask: 1 << 6,
+    recv_cqe_addr: 16,
+    recv_report_num: 28,
+    cqe_size: 32,
+    cqe_stream: 0,
+    cqe_task: 2,
+    cqe_status: 4,
+    cqe_sqe_type: 9,
+    cqe_end_cnt: 16,
+    cqe_start_cnt: 24,
+};
+
+/// The driver's profiling channel that carries a begin and an end record per device task on
+/// Atlas A2/A3 (STARS): `CHANNEL_STARS_SOC_LOG_BUFFER` (hicann/driver
+/// `pkg_inc/ascend_hal_base.h`), the one msPTI and msprof read kernel times from.
+pub const SOC_LOG_CHANNEL: u32 = 50;
+
+/// Layout description of one profiling-channel record, `StarsSocLog` (Ascend/mspti
+/// `csrc/activity/ascend/channel/channel_data.h`, `#pragma pack(4)`, 64 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocLogLayout {
+    pub record_size: usize,
+    /// u16 whose low 6 bits are the function type (0 begin, 1 end).
+    pub func_type: usize,
+    /// u16 stream and task id fields, in the encoded forms [`soc_log_ids`] decodes.
+    pub stream_id: usize,
+    pub task_id: usize,
+    /// u64 device system counter.
+    pub timestamp: usize,
+}
+
+/// `StarsSocLog` as msPTI declares it.
+pub const SOC_LOG: SocLogLayout = SocLogLayout {
+    record_size: 64,
+    func_type: 0,
+    stream_id: 4,
+    task_id: 6,
+    timestamp: 8,
+};
+
+/// `funcType` of a task's begin and end records (0x22/0x23 are FFTS+ subtasks).
+pub const SOC_FUNC_BEGIN: u8 = 0;
+pub const SOC_FUNC_END: u8 = 1;
+
+/// The (stream, task) a record's id fields stand for, decoded as msPTI does
+/// (`StarsCommon::GetStreamId` / `GetTaskId`, `csrc/activity/ascend/channel/stars_common.cpp`):
+/// the stream is kept modulo 2048; bit 12 of the stream field carries the task's top three
+/// bits in bits 13-15; bit 13 swaps the low 12 bits of the two fields.
+pub const fn soc_log_ids(stream_field: u16, task_field: u16) -> (u16, u16) {
+    const BIT12: u16 = 1 << 12;
+    const BIT13: u16 = 1 << 13;
+    if stream_field & BIT12 != 0 {
+        (
+            stream_field % 2048,
+            (task_field & 0x1fff) | (stream_field & 0xe000),
+        )
+    } else if stream_field & BIT13 != 0 {
+        (
+            (task_field & 0x0fff) % 2048,
+            (stream_field & 0x0fff) | (task_field & 0xf000),
+        )
+    } else {
+        (stream_field % 2048, task_field)
+    }
+}
+
+/// Device error codes a completion can carry, with their `acl_base_rt.h` names.
+pub const DEVICE_ERRORS: &[(u32, &str)] = &[
+    (507_015, "ACL_ERROR_RT_AICORE_EXCEPTION"),
+    (507_000, "ACL_ERROR_RT_INTERNAL_ERROR"),
+    (107_020, "ACL_ERROR_RT_TASK_TIMEOUT"),
+];
+
+/// What a task's SQE type says it is (numbering as the layout above): the task kind, used
+/// when the API call that submitted it is unknown, and the compute unit of kernels.
+pub fn sqe_task_kind(sqe_type: u8) -> Option<(TaskKind, KernelType)> {
+    match sqe_type {
+        0 => Some((TaskKind::Kernel, KernelType::AiCore)),
+        1 => Some((TaskKind::Kernel, KernelType::AiCpu)),
+        2 => Some((TaskKind::Kernel, KernelType::AiVector)),
+        11 => Some((TaskKind::Memcpy, KernelType::Unknown)),
+        12 => Some((TaskKind::Memset, KernelType::Unknown)),
+        13 => Some((TaskKind::Collective, KernelType::Unknown)),
+        _ => None,
+    }
+}
