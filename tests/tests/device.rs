@@ -21,11 +21,12 @@ fn table_of(kind: &str) -> Option<&'static str> {
         "MEMCPY" => Some("memcpy"),
         "MEMSET" => Some("memset"),
         "HCCL" => Some("hccl"),
+        "EVENT" => Some("sync"),
         _ => None,
     }
 }
 
-/// Truth tasks of the traced workload (EVENT tasks have no table).
+/// Truth tasks of the traced workload that have a table (all the simulator makes).
 fn truth_tasks(recording: &Recording) -> Vec<Value> {
     read_truth(&recording.truth)
         .into_values()
@@ -70,7 +71,7 @@ fn check_tasks(recording: &Recording) -> Vec<u64> {
         .map(|r| (r["correlation_id"].as_u64().unwrap(), r))
         .collect();
     let mut rows: HashMap<&str, Vec<Row>> = HashMap::new();
-    for table in ["kernel", "memcpy", "memset", "hccl"] {
+    for table in ["kernel", "memcpy", "memset", "hccl", "sync"] {
         rows.insert(table, recording.table(table));
     }
     let total_rows: usize = rows.values().map(Vec::len).sum();
@@ -125,6 +126,14 @@ fn check_tasks(recording: &Recording) -> Vec<u64> {
             }
             "memcpy" | "memset" | "hccl" => {
                 assert_eq!(int(&row["bytes"]), int(&task["bytes"]), "bytes: {ctx}")
+            }
+            "sync" => {
+                let kind = match task["sqe_type"].as_u64() {
+                    Some(4) => "EVENT_RECORD",
+                    Some(5) => "EVENT_WAIT",
+                    other => panic!("an event task of SQE type {other:?}: {ctx}"),
+                };
+                assert_eq!(row["kind"], kind, "{ctx}");
             }
             _ => {}
         }

@@ -138,13 +138,15 @@ pub static CATALOG: &[ProbeDef] = &[
         "aclrtRecordEvent",
         Acl,
         &[a(0, "event", Handle), a(1, "stream", Stream)],
-    ),
+    )
+    .task(TaskKind::Sync),
     f(
         AscendCl,
         "aclrtStreamWaitEvent",
         Acl,
         &[a(0, "stream", Stream), a(1, "event", Handle)],
-    ),
+    )
+    .task(TaskKind::Sync),
     f(
         AscendCl,
         "aclrtSynchronizeEvent",
@@ -165,7 +167,8 @@ pub static CATALOG: &[ProbeDef] = &[
         "rtEventRecord",
         Rt,
         &[a(0, "evt", Handle), a(1, "stm", Stream)],
-    ),
+    )
+    .task(TaskKind::Sync),
     f(RtL, "rtEventSynchronize", Rt, &[a(0, "evt", Handle)]),
     f(
         RtL,
@@ -308,7 +311,8 @@ pub static CATALOG: &[ProbeDef] = &[
         "rtStreamWaitEvent",
         Rt,
         &[a(0, "stm", Stream), a(1, "evt", Handle)],
-    ),
+    )
+    .task(TaskKind::Sync),
     f(RtL, "rtEventDestroy", Rt, &[a(0, "evt", Handle)]),
     f(RtL, "rtBinaryLoad", Rt, &[]).out(1, 8, Handle),
     f(RtL, "rtBinaryGetFunctionByName", Rt, &[])

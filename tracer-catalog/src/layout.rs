@@ -1,7 +1,7 @@
 //! Layout descriptions of the driver and device structures the BPF programs and the agent
 //! read, as data: a CANN release whose structures differ supplies other values.
 use tracer_common::DeviceLayout;
-use tracer_schema::vocab::KernelType;
+use tracer_schema::vocab::{KernelType, SyncKind};
 
 use crate::model::{Indirect, TaskKind};
 
@@ -105,9 +105,22 @@ pub fn sqe_task_kind(sqe_type: u8) -> Option<(TaskKind, KernelType)> {
         0 => Some((TaskKind::Kernel, KernelType::AiCore)),
         1 => Some((TaskKind::Kernel, KernelType::AiCpu)),
         2 => Some((TaskKind::Kernel, KernelType::AiVector)),
+        4..=7 => Some((TaskKind::Sync, KernelType::Unknown)),
         11 => Some((TaskKind::Memcpy, KernelType::Unknown)),
         12 => Some((TaskKind::Memset, KernelType::Unknown)),
         13 => Some((TaskKind::Collective, KernelType::Unknown)),
         _ => None,
+    }
+}
+
+/// What a synchronization task does, from its SQE type (STARS v100: 4/5 event record/wait,
+/// 6/7 notify record/wait, RT `src/runtime/core/inc/sqe/v100/stars_sqe.hpp`).
+pub fn sqe_sync_kind(sqe_type: u8) -> SyncKind {
+    match sqe_type {
+        4 => SyncKind::EventRecord,
+        5 => SyncKind::EventWait,
+        6 => SyncKind::NotifyRecord,
+        7 => SyncKind::NotifyWait,
+        _ => SyncKind::Unknown,
     }
 }

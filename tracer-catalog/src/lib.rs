@@ -19,7 +19,7 @@ pub use cann::CATALOG;
 pub use decode::{acl_memcpy_kind, hccl_data_type, hccl_reduce_op, rt_memcpy_kind};
 pub use layout::{
     DEVICE_ERRORS, DEVICE_LAYOUT, FUNC_HANDLE_NAME, SOC_FUNC_BEGIN, SOC_FUNC_END, SOC_LOG,
-    SOC_LOG_CHANNEL, SocLogLayout, soc_log_ids, sqe_task_kind,
+    SOC_LOG_CHANNEL, SocLogLayout, soc_log_ids, sqe_sync_kind, sqe_task_kind,
 };
 pub use model::{
     Arg, Column, Domain, Indirect, Library, MsptiDomain, Out, Payload, ProbeDef, Ret, Role,

@@ -155,6 +155,8 @@ pub enum TaskKind {
     Memcpy,
     Memset,
     Collective,
+    /// Event record or wait, notify: ordering between streams, no data.
+    Sync,
 }
 
 /// What one rank puts into a collective, from its arguments.

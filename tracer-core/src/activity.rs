@@ -12,7 +12,7 @@ use tracer_catalog::{self as catalog, Payload, ProbeDef, Role, TaskKind};
 use tracer_schema::{
     rows::{
         ApiArgs, ApiRow, CriticalEventRow, DeviceTask, HcclRow, KernelRow, MemcpyRow, MemoryRow,
-        MemsetRow, bandwidth_gbps,
+        MemsetRow, SyncRow, bandwidth_gbps,
     },
     session::{ActivityStats, ClockStatus, ClockSummary},
     vocab::{EventKind, KernelType, MemoryKind, MemoryOperation, Severity},
@@ -36,6 +36,7 @@ pub struct ActivityOutput {
     pub kernels: Vec<KernelRow>,
     pub memcpys: Vec<MemcpyRow>,
     pub memsets: Vec<MemsetRow>,
+    pub syncs: Vec<SyncRow>,
     pub hccl: Vec<HcclRow>,
     pub memory: Vec<MemoryRow>,
     pub critical: Vec<CriticalEventRow>,
@@ -537,8 +538,15 @@ impl Activity {
         context: Option<TaskContext>,
     ) {
         let by_sqe = catalog::sqe_task_kind(sqe_type);
-        let Some(kind) = context.as_ref().map(|c| c.kind).or(by_sqe.map(|(k, _)| k)) else {
-            return; // event records/waits and other bookkeeping tasks have no table
+        // A synchronization task is one whatever call submitted it (a collective submits
+        // notifies and event records besides its transfers); other tasks take their kind
+        // from the call, which knows more than the SQE type.
+        let kind = match by_sqe {
+            Some((TaskKind::Sync, _)) => Some(TaskKind::Sync),
+            _ => context.as_ref().map(|c| c.kind).or(by_sqe.map(|(k, _)| k)),
+        };
+        let Some(kind) = kind else {
+            return; // maintenance and other bookkeeping tasks have no table
         };
         let unit = by_sqe.map_or(KernelType::Unknown, |(_, unit)| unit);
         let (def, args, seq) = match context {
@@ -571,6 +579,12 @@ impl Activity {
                 value: args.value.unwrap_or(0) as u32,
                 bytes: args.bytes.unwrap_or(0),
                 is_async,
+                api_name,
+            }),
+            TaskKind::Sync => self.output.syncs.push(SyncRow {
+                task,
+                kind: catalog::sqe_sync_kind(sqe_type),
+                event: args.handle,
                 api_name,
             }),
             TaskKind::Collective => {

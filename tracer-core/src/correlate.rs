@@ -38,6 +38,7 @@ impl Output {
             + a.kernels.len()
             + a.memcpys.len()
             + a.memsets.len()
+            + a.syncs.len()
             + a.hccl.len()
             + a.memory.len()
             + a.critical.len()

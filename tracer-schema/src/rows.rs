@@ -2,7 +2,7 @@
 //! Column meanings are documented in `docs/schema.md`.
 use crate::vocab::{
     CopyKind, EventKind, HcclDataType, KernelType, MarkerKind, MemcpyKind, MemoryKind,
-    MemoryOperation, ReduceOp, Severity,
+    MemoryOperation, ReduceOp, Severity, SyncKind,
 };
 
 /// One traced API call: table `api`.
@@ -151,6 +151,17 @@ pub struct MemsetRow {
     pub value: u32,
     pub bytes: u64,
     pub is_async: bool,
+    pub api_name: &'static str,
+}
+
+/// One synchronization task (event record or wait, notify): table `sync`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncRow {
+    pub task: DeviceTask,
+    pub kind: SyncKind,
+    /// The event (or notify) handle the producing call passed, when it passed one.
+    pub event: Option<u64>,
+    /// The call that produced it, e.g. `aclrtRecordEvent`.
     pub api_name: &'static str,
 }
 

@@ -18,6 +18,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::rows::{
     ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
+    SyncRow,
 };
 
 /// Rows of one table, buffered in one Arrow builder per column.
@@ -342,6 +343,16 @@ table! {
 }
 
 table! {
+    /// Table `sync`: one row per synchronization task (event record or wait, notify).
+    SyncTable "sync" for r: SyncRow {
+        device_task(r.task);
+        kind: StringBuilder(SHORT_STR) required Dictionary = r.kind.as_str();
+        event: UInt64Builder optional Dictionary = r.event;
+        api_name: StringBuilder(SHORT_STR) required Dictionary = r.api_name;
+    }
+}
+
+table! {
     /// Table `memory`: one row per allocation or release.
     MemoryTable "memory" for r: MemoryRow {
         correlation_id: UInt64Builder required Delta = r.correlation_id;
@@ -375,13 +386,14 @@ table! {
 }
 
 /// Every table the agent writes, in the order the report lists their row counts.
-pub const TABLES: [&str; 8] = [
+pub const TABLES: [&str; 9] = [
     ApiTable::NAME,
     MarkerTable::NAME,
     KernelTable::NAME,
     MemcpyTable::NAME,
     MemsetTable::NAME,
     HcclTable::NAME,
+    SyncTable::NAME,
     MemoryTable::NAME,
     CriticalEventTable::NAME,
 ];
@@ -472,6 +484,7 @@ mod tests {
             named::<MemcpyTable>(),
             named::<MemsetTable>(),
             named::<HcclTable>(),
+            named::<SyncTable>(),
             named::<MemoryTable>(),
             named::<CriticalEventTable>(),
         ]
@@ -506,7 +519,7 @@ mod tests {
             ("submit_ns", DataType::UInt64, false),
             ("status", DataType::UInt32, true),
         ];
-        let device = ["kernel", "memcpy", "memset", "hccl"];
+        let device = ["kernel", "memcpy", "memset", "hccl", "sync"];
         for (table, columns) in all_tables() {
             if !device.contains(&table) {
                 continue;
@@ -580,6 +593,7 @@ mod tests {
         };
         check_batch::<MemcpyTable>(&[memcpy, MemcpyRow::default()]);
         check_batch::<MemsetTable>(&[MemsetRow::default()]);
+        check_batch::<SyncTable>(&[SyncRow::default()]);
         let hccl = HcclRow {
             task,
             comm_name: Some("comm0/2".into()),

@@ -120,6 +120,17 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// `sync.kind`: what a synchronization task does, from its SQE type.
+    SyncKind {
+        Unknown = "UNKNOWN",
+        EventRecord = "EVENT_RECORD",
+        EventWait = "EVENT_WAIT",
+        NotifyRecord = "NOTIFY_RECORD",
+        NotifyWait = "NOTIFY_WAIT",
+    }
+}
+
+vocabulary! {
     /// `api.memcpy_kind`: the copy direction as CANN names it (`aclrtMemcpyKind` and
     /// `rtMemcpyKind_t` values, which the catalog decodes).
     MemcpyKind {

@@ -28,10 +28,11 @@ use tracer_schema::{
     dataset::SCHEMA_VERSION_KEY,
     rows::{
         ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
+        SyncRow,
     },
     tables::{
         self, ApiTable, Column, ColumnEncoding, CriticalEventTable, HcclTable, KernelTable,
-        MarkerTable, MemcpyTable, MemoryTable, MemsetTable, Table,
+        MarkerTable, MemcpyTable, MemoryTable, MemsetTable, SyncTable, Table,
     },
 };
 
@@ -84,6 +85,7 @@ pub struct ParquetSink {
     kernel: TableWriter<KernelTable>,
     memcpy: TableWriter<MemcpyTable>,
     memset: TableWriter<MemsetTable>,
+    sync: TableWriter<SyncTable>,
     hccl: TableWriter<HcclTable>,
     memory: TableWriter<MemoryTable>,
     critical_event: TableWriter<CriticalEventTable>,
@@ -101,6 +103,7 @@ impl ParquetSink {
             kernel: TableWriter::create(dir, &opts)?,
             memcpy: TableWriter::create(dir, &opts)?,
             memset: TableWriter::create(dir, &opts)?,
+            sync: TableWriter::create(dir, &opts)?,
             hccl: TableWriter::create(dir, &opts)?,
             memory: TableWriter::create(dir, &opts)?,
             critical_event: TableWriter::create(dir, &opts)?,
@@ -119,6 +122,7 @@ impl ParquetSink {
         self.write_kernels(&a.kernels)?;
         self.write_memcpys(&a.memcpys)?;
         self.write_memsets(&a.memsets)?;
+        self.write_syncs(&a.syncs)?;
         self.write_hccl(&a.hccl)?;
         self.write_memory(&a.memory)?;
         self.write_critical_events(&a.critical)
@@ -142,6 +146,10 @@ impl ParquetSink {
 
     pub fn write_memsets(&mut self, rows: &[MemsetRow]) -> Result<()> {
         self.memset.write(rows)
+    }
+
+    pub fn write_syncs(&mut self, rows: &[SyncRow]) -> Result<()> {
+        self.sync.write(rows)
     }
 
     pub fn write_hccl(&mut self, rows: &[HcclRow]) -> Result<()> {
@@ -184,13 +192,14 @@ impl ParquetSink {
     }
 
     /// Every table, for the operations that treat them alike.
-    fn tables(&mut self) -> [&mut dyn Dataset; 8] {
+    fn tables(&mut self) -> [&mut dyn Dataset; 9] {
         [
             &mut self.api,
             &mut self.marker,
             &mut self.kernel,
             &mut self.memcpy,
             &mut self.memset,
+            &mut self.sync,
             &mut self.hccl,
             &mut self.memory,
             &mut self.critical_event,
@@ -955,6 +964,7 @@ mod tests {
             "memcpy",
             "memory",
             "memset",
+            "sync",
         ];
         assert_eq!(stats.rows.keys().copied().collect::<Vec<_>>(), tables);
         let mut datasets = files(&dir);
