@@ -415,6 +415,10 @@ impl Activity {
         let expired = self.latest_ns.saturating_sub(CONTEXT_TTL_NS);
         self.contexts
             .retain(|_, c| c.returned_ns.is_none_or(|t| t > expired));
+        // Counts only serve contexts: tasks of calls without one (or whose tasks are never
+        // timed) must not pile up.
+        let contexts = &self.contexts;
+        self.tasks_per_call.retain(|id, _| contexts.contains_key(id));
         let stale = self.latest_ns.saturating_sub(UNMATCHED_TTL_NS);
         let before = self.unmatched.len();
         self.unmatched.retain(|_, u| u.read_ns > stale);
