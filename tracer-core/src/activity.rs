@@ -418,7 +418,8 @@ impl Activity {
         // Counts only serve contexts: tasks of calls without one (or whose tasks are never
         // timed) must not pile up.
         let contexts = &self.contexts;
-        self.tasks_per_call.retain(|id, _| contexts.contains_key(id));
+        self.tasks_per_call
+            .retain(|id, _| contexts.contains_key(id));
         let stale = self.latest_ns.saturating_sub(UNMATCHED_TTL_NS);
         let before = self.unmatched.len();
         self.unmatched.retain(|_, u| u.read_ns > stale);
