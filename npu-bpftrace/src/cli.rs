@@ -13,7 +13,7 @@ use npu_bpftrace::{
     agent::{self, Mode, TraceOptions, TraceSummary},
     attach::Selection,
     bpf::DEFAULT_RINGBUF_BYTES,
-    discovery, report,
+    discovery, export, report,
     symbols::SymbolTable,
 };
 use tracer_catalog::{CATALOG, Domain};
@@ -30,7 +30,8 @@ use tracer_catalog::{CATALOG, Domain};
       sudo npu-bpftrace attach --pid 4242 --duration 30s\n  \
       sudo npu-bpftrace record --system-wide --out /data/trace\n  \
       npu-bpftrace probes                              list what can be traced\n  \
-      npu-bpftrace report DIR                          summarize a recorded trace\n\n\
+      npu-bpftrace report DIR                          summarize a recorded trace\n  \
+      npu-bpftrace export DIR -o trace.json            timeline for Perfetto UI / chrome://tracing\n\n\
       Output: DIR/<table>/host=<host>/part-<n>.parquet and DIR/session.json, tables api, marker,\n\
       kernel, memcpy, memset, memory, hccl, critical_event; read it with `npu-bpftrace report`\n\
       or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;"
@@ -88,6 +89,33 @@ pub(crate) enum Command {
         /// How to print it.
         #[arg(long, value_enum, default_value_t = report::Format::Table)]
         format: report::Format,
+    },
+    /// Write a recorded dataset as a timeline file for trace viewers.
+    ///
+    /// The Chrome Trace Event Format JSON (what msprof's trace_view.json uses) shows every
+    /// traced process with its threads' API calls and mstx ranges and marks, its device
+    /// memory in use as a counter, and one track per NPU stream with the kernels, copies,
+    /// memsets, collectives and event records and waits that ran there, with an arrow from
+    /// the API call that launched each task; critical events are marks across the whole
+    /// timeline.
+    #[command(after_help = "Examples:\n  \
+      npu-bpftrace export ./npu-trace-20250101-120000 -o trace.json\n  \
+      npu-bpftrace export DIR --format chrome -o trace.json\n\n\
+      Open the file in Perfetto UI (https://ui.perfetto.dev, \"Open trace file\"; large files\n\
+      load best there), in chrome://tracing (\"Load\") or in MindStudio Insight.\n\
+      Times are each host's CLOCK_MONOTONIC in microseconds; the hosts of a multi-host\n\
+      dataset are not aligned with each other. Device tasks that never completed while\n\
+      traced have no device times and are left out (the count is printed).")]
+    Export {
+        /// Dataset directory: what `record --out` or `attach --out` wrote.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// File format.
+        #[arg(long, value_enum, default_value_t = export::Format::Chrome)]
+        format: export::Format,
+        /// The file to write (replaced if it exists).
+        #[arg(long, short, value_name = "FILE")]
+        out: PathBuf,
     },
 }
 
@@ -158,6 +186,10 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
         Command::Probes { pid } => probes(pid),
         Command::Report { dir, format } => {
             report::run(&dir, format)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { dir, format, out } => {
+            export::run(&dir, format, &out)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -294,6 +326,28 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("3d").is_err());
+    }
+
+    /// Only implemented formats are accepted, and the output file is required.
+    #[test]
+    fn export_arguments() {
+        let parse =
+            |args: &[&str]| Cli::try_parse_from([&["npu-bpftrace", "export"], args].concat());
+        let Command::Export { format, out, .. } =
+            parse(&["DIR", "-o", "t.json"]).expect("defaults").command
+        else {
+            panic!("not export");
+        };
+        assert_eq!(
+            (format, out),
+            (export::Format::Chrome, PathBuf::from("t.json"))
+        );
+        let err = parse(&["DIR", "--format", "perfetto", "-o", "t.json"]).expect_err("perfetto");
+        assert!(
+            err.to_string().contains("invalid value 'perfetto'"),
+            "{err}"
+        );
+        assert!(parse(&["DIR"]).is_err(), "no -o");
     }
 
     #[test]

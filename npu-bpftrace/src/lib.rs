@@ -8,16 +8,21 @@
 //! - [`agent`]: a tracing session and its tokio pipeline; [`driver`] samples device clocks,
 //!   [`channel`] reads device task times from the driver's profiling channel;
 //!   [`session`] fills the dataset's `session.json`.
-//! - [`sink`]: where rows go (Parquet, `--print`); [`report`] reads a dataset back.
+//! - [`sink`]: where rows go (Parquet, `--print`); [`report`] reads a dataset back and
+//!   summarizes it, [`export`] turns it into a timeline for trace viewers.
 pub mod agent;
 pub mod attach;
 pub mod bpf;
 pub mod channel;
 pub mod discovery;
 pub mod driver;
+pub mod export;
 pub mod progress;
 pub mod report;
 pub mod session;
 pub mod sink;
 pub mod symbolize;
 pub mod symbols;
+
+#[cfg(test)]
+mod test_dataset;

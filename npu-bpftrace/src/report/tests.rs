@@ -1,129 +1,17 @@
 //! The report on small hand-made datasets written by the real sink, over two hosts.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 use tracer_schema::{
     dataset::Dataset,
-    rows::{ApiRow, CriticalEventRow, DeviceTask, HcclRow, KernelRow, MarkerRow, MemcpyRow},
-    vocab::{CopyKind, EventKind, KernelType, MarkerKind, Severity},
+    vocab::{CopyKind, EventKind, MarkerKind, Severity},
 };
 
 use super::{Format, report, summary::summarize};
-use crate::sink::parquet::{ParquetSink, SinkOptions};
-
-/// A fresh directory for one test, removed when the test passes (kept on failure, to look at).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("npu-report-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        Self(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-fn task(pid: u32, start: u64, end: Option<u64>, status: Option<u32>) -> DeviceTask {
-    DeviceTask {
-        pid,
-        tid: pid,
-        start_ns: Some(start),
-        end_ns: end,
-        submit_ns: start,
-        status,
-        ..DeviceTask::default()
-    }
-}
-
-fn kernel(pid: u32, name: &str, start: u64, end: Option<u64>, status: u32) -> KernelRow {
-    KernelRow {
-        task: task(pid, start, end, Some(status)),
-        name: Some(name.to_owned()),
-        kernel_type: KernelType::AiCore,
-        block_dim: 1,
-        api_name: "aclrtLaunchKernel",
-    }
-}
-
-fn memcpy(kind: CopyKind, bytes: u64, start: u64, end: Option<u64>) -> MemcpyRow {
-    MemcpyRow {
-        task: task(1, start, end, Some(0)),
-        copy_kind: kind,
-        bytes,
-        api_name: "aclrtMemcpy",
-        ..MemcpyRow::default()
-    }
-}
-
-fn allreduce(pid: u32, seq: u64, start: u64, end: u64) -> HcclRow {
-    HcclRow {
-        task: task(pid, start, Some(end), Some(0)),
-        name: "HcclAllReduce",
-        comm: 0xc0,
-        comm_name: Some("comm0/2".to_owned()),
-        rank: Some(pid - 1),
-        world_size: Some(2),
-        bytes: Some(1024),
-        seq,
-        ..HcclRow::default()
-    }
-}
-
-fn call(name: &'static str, start: u64, end: Option<u64>, ret: Option<i64>) -> ApiRow {
-    ApiRow {
-        domain: if name.starts_with("mstx") {
-            "MSTX"
-        } else {
-            "ACL"
-        },
-        name,
-        library: "libascendcl.so",
-        pid: 1,
-        tid: 1,
-        start_ns: start,
-        end_ns: end,
-        incomplete: end.is_none(),
-        return_value: ret,
-        ..ApiRow::default()
-    }
-}
-
-fn marker(kind: MarkerKind, message: &str, start: u64, end: Option<u64>) -> MarkerRow {
-    MarkerRow {
-        kind,
-        message: message.to_owned(),
-        pid: 1,
-        tid: 1,
-        start_ns: start,
-        end_ns: end,
-        ..MarkerRow::default()
-    }
-}
-
-fn event(kind: EventKind, severity: Severity, count: u64) -> CriticalEventRow {
-    CriticalEventRow {
-        kind,
-        severity,
-        count,
-        message: kind.to_string(),
-        ..CriticalEventRow::default()
-    }
-}
+use crate::{
+    sink::parquet::{ParquetSink, SinkOptions},
+    test_dataset::{Scratch, allreduce, call, event, kernel, marker, memcpy, write_session},
+};
 
 /// Host `a` (pid 1) has most rows; host `b` (pid 2) the second rank of each collective and
 /// one more kernel. Each host's sink flushes twice, so tables span several parts.
@@ -180,14 +68,6 @@ fn write_dataset(dir: &Path) {
         "a",
         &[("ringbuf_full_api_enter", 2), ("ringbuf_full_api_exit", 0)],
     );
-}
-
-/// A complete `session.json` of host `host` with these drop counters.
-fn write_session(dir: &Path, host: &str, drops: &[(&str, u64)]) {
-    let mut session = crate::session::start(host.to_owned(), "record".to_owned(), Vec::new());
-    session.complete = true;
-    session.drops = drops.iter().map(|&(k, n)| (k.to_owned(), n)).collect();
-    session.write(dir).expect("session.json");
 }
 
 #[test]
