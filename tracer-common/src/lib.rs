@@ -1,4 +1,4 @@
-//! Types shared by `tracer-ebpf` (kernel side) and `tracer-user` (agent).
+//! Types shared by `tracer-ebpf` (kernel side) and `npu-bpftrace` (agent).
 //!
 //! Every record that crosses the ring buffer starts with a [`RecordHeader`]; its `kind`
 //! byte says which struct follows. Layouts are `#[repr(C)]` and checked by the tests
