@@ -322,10 +322,12 @@ impl Activity {
 
     /// A completion-queue entry arrived.
     pub fn completed(&mut self, done: &TaskComplete) {
+        // A task submitted before tracing began (no submission joined, `submit_ns` 0) had
+        // its begin before the channel started: only its completion entry can time it.
         let channel_timed = self
             .soc_devices
             .get(&done.device_id)
-            .is_some_and(|&since| done.info.submit_ns == 0 || done.info.submit_ns >= since);
+            .is_some_and(|&since| done.info.submit_ns != 0 && done.info.submit_ns >= since);
         if channel_timed {
             // The channel times this task; the entry says only whether it failed.
             if done.status != 0 {
