@@ -44,10 +44,17 @@ fn spawn_workload(cmd: &mut Command, log: &Path) -> (Child, u32) {
     }
 }
 
-/// Starts a long `train` run and returns it once it has registered its kernels.
-fn start_long_train(truth: &Path, log: &Path) -> (Child, u32) {
+/// Starts a long `train` run (function handles of runtime generation `runtime`) and returns
+/// it once it has registered its kernels.
+fn start_long_train(truth: &Path, log: &Path, runtime: &str) -> (Child, u32) {
     let mut cmd = sim_command("npu-sim-app", truth);
-    cmd.args(["train", "--steps", "100000", "--step-sleep-ms", "20"]);
+    cmd.env("NPU_SIM_CANN_RUNTIME", runtime).args([
+        "train",
+        "--steps",
+        "100000",
+        "--step-sleep-ms",
+        "20",
+    ]);
     let started = spawn_workload(&mut cmd, log);
     sleep(Duration::from_millis(500)); // registration happens at start
     started
@@ -107,12 +114,21 @@ fn assert_window_complete(rows: &[Row], truth: &[Value], traced_from_ns: u64) ->
     checked
 }
 
+/// Kernels registered before the agent attached are named from their function handles, in
+/// both runtime generations: the `Kernel*` itself (2025) and the `rtInnerObject` "FUNC"
+/// wrapper around it (2026).
 #[test]
 fn attach_to_running_process_names_kernels_registered_before() {
-    let scratch = scratch_dir("attach");
+    for runtime in ["2026", "2025"] {
+        attach_and_name_kernels(runtime);
+    }
+}
+
+fn attach_and_name_kernels(runtime: &str) {
+    let scratch = scratch_dir(&format!("attach-{runtime}"));
     let (truth, dir) = (scratch.join("truth"), scratch.join("trace"));
     std::fs::create_dir_all(&truth).unwrap();
-    let (app, pid) = start_long_train(&truth, &scratch.join("app.log"));
+    let (app, pid) = start_long_train(&truth, &scratch.join("app.log"), runtime);
     let output = tracer_command(&truth)
         .args([
             "attach",
@@ -163,9 +179,15 @@ fn attach_to_running_process_names_kernels_registered_before() {
     for launch in launches {
         assert!(
             launch["kernel_name"].is_string(),
-            "unnamed kernel: {launch:?}"
+            "runtime {runtime}: unnamed kernel: {launch:?}"
         );
     }
+    assert_eq!(
+        session.read_failures.values().sum::<u64>(),
+        0,
+        "runtime {runtime}: {:?}",
+        session.read_failures
+    );
 }
 
 #[test]

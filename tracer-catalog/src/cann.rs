@@ -3,11 +3,8 @@
 use tracer_common::ProbeRole;
 use tracer_schema::vocab::MemoryKind;
 
-use crate::{
-    layout::FUNC_HANDLE_NAME,
-    model::{
-        Column, Domain, Library, MsptiDomain, Payload, ProbeDef, Ret, Role, TaskKind, Text, a, f,
-    },
+use crate::model::{
+    Column, Domain, Library, MsptiDomain, Payload, ProbeDef, Ret, Role, TaskKind, Text, a, f,
 };
 use Column::*;
 use Domain::{Acl, Driver, Hccl as HcclD, Mstx, Runtime as Rt};
@@ -126,7 +123,7 @@ pub static CATALOG: &[ProbeDef] = &[
             a(4, "stream", Stream),
         ],
     )
-    .text_via(0, FUNC_HANDLE_NAME, Text::KernelName)
+    .kernel_name_from_handle(0)
     .role(Role::LaunchByHandle)
     .task(TaskKind::Kernel),
     f(AscendCl, "aclrtGetDevice", Acl, &[]).out(0, 4, DeviceId),
@@ -286,7 +283,7 @@ pub static CATALOG: &[ProbeDef] = &[
         ],
     )
     .cb(CbRt, 10)
-    .text_via(0, FUNC_HANDLE_NAME, Text::KernelName)
+    .kernel_name_from_handle(0)
     .role(Role::LaunchByHandle)
     .task(TaskKind::Kernel),
     f(

@@ -3,18 +3,15 @@
 use tracer_common::DeviceLayout;
 use tracer_schema::vocab::{KernelType, SyncKind};
 
-use crate::model::{Indirect, TaskKind};
-
-/// Layout description: where a function handle (`aclrtFuncHandle`, `rtFuncHandle`) keeps
-/// its kernel-name pointer, in the CANN ABI this catalog is validated against (see
-/// `docs/simulator.md`); another CANN release supplies its own. It names kernels whose
-/// handles were created before tracing began, which no registration call can tell.
-pub const FUNC_HANDLE_NAME: Indirect = Indirect { offset: 0 };
+use crate::model::TaskKind;
 
 /// Layout description of the driver's task interface (`ascend_hal_base.h`: struct
-/// halTaskSendInfo, struct halReportRecvInfo; `rtStarsSqeHeader_t`), and of the logic CQE
-/// in the format the simulator documents (`docs/simulator.md`); a CANN release whose CQE
-/// differs supplies its own.
+/// halTaskSendInfo, struct halReportRecvInfo; `rtStarsSqeHeader_t`), of the logic CQE in the
+/// format the simulator documents (`docs/simulator.md`), and of function handles: hicann/
+/// runtime's `class Kernel` keeps `std::string name_` at +24 (data pointer, length at +32);
+/// runtimes since 2026-04 hand out an `rtInnerObject { uint64_t magic = "FUNC"; void *object; }`
+/// wrapping it, older ones the `Kernel*` itself (real-device-path.md section 4). Both are
+/// told apart by the magic. A CANN release whose structures differ supplies its own.
 pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     send_sqe_addr: 16,
     send_sqe_num: 24,
@@ -35,6 +32,12 @@ pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     cqe_sqe_type: 9,
     cqe_end_cnt: 16,
     cqe_start_cnt: 24,
+    handle_magic_offset: 0,
+    handle_object_offset: 8,
+    handle_name_ptr: 24,
+    handle_name_len: 32,
+    _pad: 0,
+    handle_wrapper_magic: 0x4655_4E43,
 };
 
 /// The driver's profiling channel that carries a begin and an end record per device task on

@@ -1,5 +1,5 @@
 //! The probe model: what a catalog entry says about a traced function.
-use tracer_common::{NO_ARG, ProbeRole, ProbeSpec, SPEC_QUIET, TEXT_INDIRECT};
+use tracer_common::{NO_ARG, ProbeRole, ProbeSpec, SPEC_QUIET, TEXT_FUNC_HANDLE};
 use tracer_schema::{rows::ApiArgs, vocab::MemoryKind};
 
 use crate::decode::{acl_memcpy_kind, hccl_data_type, hccl_reduce_op, rt_memcpy_kind};
@@ -141,13 +141,6 @@ pub enum Text {
     Message,
 }
 
-/// A C string reached through a pointer field of the struct an argument points at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Indirect {
-    /// Byte offset of the `const char *` field.
-    pub offset: u16,
-}
-
 /// The device task a call submits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskKind {
@@ -229,8 +222,10 @@ pub struct ProbeDef {
     pub mspti: Option<(MsptiDomain, u32)>,
     pub args: &'static [Arg],
     pub text: Option<(u8, Text)>,
-    /// The text argument is a struct pointer; the string is behind this field.
-    pub text_via: Option<Indirect>,
+    /// The text argument is a function handle, named through the handle layout
+    /// (`DEVICE_LAYOUT`): it names kernels whose handles were created before tracing began,
+    /// which no registration call can tell.
+    pub text_from_handle: bool,
     pub out: Option<Out>,
     pub ret: Ret,
     pub role: Role,
@@ -257,7 +252,7 @@ pub(crate) const fn f(
         mspti: None,
         args,
         text: None,
-        text_via: None,
+        text_from_handle: false,
         out: None,
         ret: Ret::Status,
         role: Role::Plain,
@@ -277,9 +272,9 @@ impl ProbeDef {
         self.text = Some((index, text));
         self
     }
-    pub(crate) const fn text_via(mut self, index: u8, via: Indirect, text: Text) -> Self {
-        self.text = Some((index, text));
-        self.text_via = Some(via);
+    pub(crate) const fn kernel_name_from_handle(mut self, index: u8) -> Self {
+        self.text = Some((index, Text::KernelName));
+        self.text_from_handle = true;
         self
     }
     pub(crate) const fn out(mut self, index: u8, size: u8, column: Column) -> Self {
@@ -323,12 +318,12 @@ impl ProbeDef {
             text_arg: self.text.map_or(NO_ARG, |(i, _)| i),
             out_arg,
             out_size,
-            text_flags: if self.text_via.is_some() {
-                TEXT_INDIRECT
+            text_flags: if self.text_from_handle {
+                TEXT_FUNC_HANDLE
             } else {
                 0
             },
-            text_offset: self.text_via.map_or(0, |v| v.offset),
+            _pad: 0,
             role: self.device_role as u8,
             flags: if quiet { SPEC_QUIET } else { 0 },
         }

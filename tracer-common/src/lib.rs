@@ -82,10 +82,13 @@ pub enum DropKind {
     OutRead = 13,
     /// Arguments passed on the stack could not be read: they read as 0.
     StackArgsRead = 14,
+    /// A function handle matched no known layout (its name's length disagreed): the row
+    /// has no kernel name.
+    HandleLayout = 15,
 }
 
 impl DropKind {
-    pub const COUNT: u32 = 15;
+    pub const COUNT: u32 = 16;
     pub const ALL: [DropKind; Self::COUNT as usize] = [
         Self::ApiEnter,
         Self::ApiExit,
@@ -102,6 +105,7 @@ impl DropKind {
         Self::TextRead,
         Self::OutRead,
         Self::StackArgsRead,
+        Self::HandleLayout,
     ];
 
     /// A user-memory read that failed (the record is kept, a value in it is missing or
@@ -127,6 +131,7 @@ impl DropKind {
             Self::TextRead => "read_failed_text",
             Self::OutRead => "read_failed_out_param",
             Self::StackArgsRead => "read_failed_stack_args",
+            Self::HandleLayout => "read_failed_handle_layout",
         }
     }
 }
@@ -220,18 +225,19 @@ pub struct ProbeSpec {
     pub out_arg: u8,
     /// Bytes read through `out_arg` (1..=8).
     pub out_size: u8,
-    /// [`TEXT_INDIRECT`]: `text_arg` points at a struct whose field at `text_offset` is
-    /// the `const char *` (a layout description, e.g. a kernel name inside a handle).
+    /// [`TEXT_FUNC_HANDLE`]: `text_arg` is a function handle, named through the handle
+    /// layout of [`DeviceLayout`].
     pub text_flags: u8,
-    pub text_offset: u16,
+    pub _pad: u16,
     /// A [`ProbeRole`] as u8: what else the probe does besides ENTER/EXIT.
     pub role: u8,
     /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only).
     pub flags: u8,
 }
 
-/// `ProbeSpec::text_flags`: the string is reached through a pointer field.
-pub const TEXT_INDIRECT: u8 = 1;
+/// `ProbeSpec::text_flags`: the text argument is a function handle; the kernel name is read
+/// through the handle layout.
+pub const TEXT_FUNC_HANDLE: u8 = 1;
 /// `ProbeSpec::flags`: the function is attached for its role only; its calls are not
 /// reported as API records (e.g. the driver's SQ/CQ calls when the driver domain is off).
 pub const SPEC_QUIET: u8 = 1;
@@ -253,7 +259,7 @@ impl ProbeSpec {
         out_arg: NO_ARG,
         out_size: 0,
         text_flags: 0,
-        text_offset: 0,
+        _pad: 0,
         role: ProbeRole::Api as u8,
         flags: 0,
     };
@@ -291,6 +297,18 @@ pub struct DeviceLayout {
     pub cqe_sqe_type: u16,
     pub cqe_end_cnt: u16,
     pub cqe_start_cnt: u16,
+    /// A function handle (`aclrtFuncHandle`, `rtFuncHandle`): when the u64 at
+    /// `handle_magic_offset` is `handle_wrapper_magic` (non-zero), the handle wraps the kernel
+    /// object, whose pointer is at `handle_object_offset`; otherwise the handle is the kernel
+    /// object. In it, the name's characters are behind the pointer at `handle_name_ptr` and
+    /// its length is at `handle_name_len` (a `std::string`): a name whose length disagrees is
+    /// dropped and counted, never reported as garbage.
+    pub handle_magic_offset: u16,
+    pub handle_object_offset: u16,
+    pub handle_name_ptr: u16,
+    pub handle_name_len: u16,
+    pub _pad: u16,
+    pub handle_wrapper_magic: u64,
 }
 
 /// SQEs read per `halSqTaskSend` call.
@@ -455,6 +473,8 @@ const _: () = {
     assert!(size_of::<TaskInfo>() == 24);
     assert!(size_of::<TaskComplete>() == 24 + 24 + 16 + 8 + 8);
     assert!(size_of::<TaskSubmit>() == 24 + 24 + 16);
+    // 24 u16 fields (the last one padding), then the u64: no implicit padding.
+    assert!(size_of::<DeviceLayout>() == 48 + 8);
     assert!(size_of::<ThreadState>() == 8 + (MAX_DEPTH + 1) * 24);
 };
 

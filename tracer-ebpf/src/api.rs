@@ -11,12 +11,12 @@ use aya_ebpf::{
 };
 use tracer_common::{
     ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, Frame, MAX_ARGS, MAX_DEPTH, ProbeRole, ProbeSpec,
-    RecordHeader, RecordKind, SPEC_QUIET, TEXT_INDIRECT, ThreadState,
+    RecordHeader, RecordKind, SPEC_QUIET, TEXT_FUNC_HANDLE, ThreadState,
 };
 
 use crate::maps::{
-    EVENTS, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
-    submit_flags,
+    EVENTS, LAYOUT, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
+    read, submit_flags,
 };
 use crate::tasks;
 
@@ -117,7 +117,12 @@ fn on_enter(ctx: &ProbeContext) {
         (*rec).correlation_id = correlation_id;
         (*rec).parent_correlation_id = parent;
         (*rec).args = args;
-        (*rec).text_len = read_text(text_ptr(&args, &spec), &mut (*rec).text);
+        let text = arg(&args, spec.text_arg);
+        (*rec).text_len = if spec.text_flags & TEXT_FUNC_HANDLE != 0 {
+            read_handle_name(text, &mut (*rec).text)
+        } else {
+            read_text(text, &mut (*rec).text)
+        };
         (*rec)._pad = 0;
     }
     entry.submit(submit_flags());
@@ -167,20 +172,41 @@ fn arg(args: &[u64; MAX_ARGS], index: u8) -> u64 {
     args.get(index as usize).copied().unwrap_or(0)
 }
 
-/// Where the captured string lives: an argument, or a pointer field of the struct an
-/// argument points at (per the catalog's layout description).
+/// The kernel name of function handle `handle`, through the handle layout (`LAYOUT`): a
+/// wrapper object is recognized by its magic, and a name whose `std::string` length
+/// disagrees with what was read is dropped and counted, so a handle of an unknown layout
+/// gives no name rather than a wrong one.
 #[inline(always)]
-fn text_ptr(args: &[u64; MAX_ARGS], spec: &ProbeSpec) -> u64 {
-    let base = arg(args, spec.text_arg);
-    if spec.text_flags & TEXT_INDIRECT == 0 || base == 0 {
-        return base;
+fn read_handle_name(handle: u64, dst: &mut [u8]) -> u32 {
+    if handle == 0 {
+        return 0;
     }
-    let field = base.wrapping_add(u64::from(spec.text_offset)) as *const u64;
-    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
-    unsafe { bpf_probe_read_user(field) }.unwrap_or_else(|_| {
+    let Some(l) = LAYOUT.get(0).copied() else {
+        return 0;
+    };
+    let Some(first) = read::<u64>(handle, l.handle_magic_offset) else {
         count_drop(DropKind::TextRead);
-        0
-    })
+        return 0;
+    };
+    let object = if l.handle_wrapper_magic != 0 && first == l.handle_wrapper_magic {
+        read::<u64>(handle, l.handle_object_offset).unwrap_or(0)
+    } else {
+        handle
+    };
+    let (Some(name), Some(len)) = (
+        read::<u64>(object, l.handle_name_ptr),
+        read::<u64>(object, l.handle_name_len),
+    ) else {
+        count_drop(DropKind::TextRead);
+        return 0;
+    };
+    let read_len = read_text(name, dst);
+    let expected = len.min(dst.len() as u64 - 1);
+    if u64::from(read_len) != expected {
+        count_drop(DropKind::HandleLayout);
+        return 0;
+    }
+    read_len
 }
 
 /// Copies the C string at `ptr` into `dst`; returns its length without the NUL.

@@ -1,7 +1,7 @@
 //! BPF maps shared with the agent, and helpers that wrap their use.
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_probe_read_user},
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
@@ -101,4 +101,12 @@ pub(crate) fn next_correlation_id() -> u64 {
         *seq
     };
     ((cpu + 1) << 48) | (next & ((1 << 48) - 1))
+}
+
+/// Reads a `T` at `base + offset` in user memory.
+#[inline(always)]
+pub(crate) fn read<T>(base: u64, offset: u16) -> Option<T> {
+    let ptr = base.wrapping_add(u64::from(offset)) as *const T;
+    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
+    unsafe { bpf_probe_read_user(ptr) }.ok()
 }

@@ -3,25 +3,16 @@
 //! stream, task) to the outermost call in flight; `halCqReportRecv` returns CQEs on the
 //! runtime's report thread, each of which finds its submission by the same key.
 //! Field offsets come from the catalog's layout description (`LAYOUT`).
-use aya_ebpf::helpers::bpf_probe_read_user;
 use tracer_common::{
     DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind, SQE_TYPE_MASK,
     TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
-use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, submit_flags};
+use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, read, submit_flags};
 
 #[inline(always)]
 fn layout() -> Option<DeviceLayout> {
     LAYOUT.get(0).copied()
-}
-
-/// Reads a `T` at `base + offset` in user memory.
-#[inline(always)]
-fn read<T>(base: u64, offset: u16) -> Option<T> {
-    let ptr = base.wrapping_add(u64::from(offset)) as *const T;
-    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
-    unsafe { bpf_probe_read_user(ptr) }.ok()
 }
 
 /// The outermost traced call in flight on `tid`, 0 when none.

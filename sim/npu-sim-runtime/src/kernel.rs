@@ -7,19 +7,54 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use npu_sim_common::abi::{self, sqe_type};
 
-/// A kernel. `rtFuncHandle` points to it; its first field is the kernel name, so a tool can
-/// name a handle by reading `*(const char **)funcHandle`.
+/// A kernel, laid out as the real runtime's `class Kernel` begins (hicann/runtime
+/// `src/runtime/core/inc/kernel/kernel.hpp`, no vtable): `program_` @0, `aicpuKernelType_`
+/// @8, `kernelAttrType_` @12, `stubFun_` @16, `std::string name_` @24 (libstdc++: data pointer,
+/// length, then a 16-byte local buffer or the capacity). What follows is the simulator's own.
 #[repr(C)]
 pub(crate) struct Func {
-    pub name: *const c_char,
+    program: *const c_void,
+    aicpu_kernel_type: u32,
+    kernel_attr_type: u32,
+    stub_fun: u64,
+    pub name: StdString,
     /// What the SQE says the kernel runs on (AI Core, AI CPU, AI Vector).
     pub sqe_type: u8,
-    /// The device "pc" reported in the SQE: the stub address, or the handle itself.
+    /// The device "pc" reported in the SQE: the stub address, or the kernel itself.
     pub pc: u64,
 }
 
-// SAFETY: immutable after creation; `name` points to a leaked, immutable C string, so the
-// value may move to any thread.
+/// libstdc++'s `std::string` (the pre-C++11 ABI is not used by CANN): a pointer to the
+/// characters, the length, and the local buffer (short strings) or the capacity.
+#[repr(C)]
+pub(crate) struct StdString {
+    pub ptr: *const c_char,
+    len: usize,
+    local: [u8; 16],
+}
+
+/// What an `rtFuncHandle` points to in runtimes since the "Prevent UAF" changes (2026-04,
+/// hicann/runtime a22dab25/8ef28993): `rtInnerObject { uint64_t magic; void *object; }` with
+/// magic "FUNC" (0x46554E43) and the `Kernel` as object. Before, the handle is the `Kernel*`.
+#[repr(C)]
+struct InnerObject {
+    magic: u64,
+    object: *const Func,
+}
+
+const FUNC_MAGIC: u64 = 0x4655_4E43;
+
+/// Which runtime generation's handles to hand out (`NPU_SIM_CANN_RUNTIME`): `2026` (the
+/// default: wrapped) or `2025` (the `Kernel*` itself).
+fn wrapped_handles() -> bool {
+    static WRAPPED: LazyLock<bool> = LazyLock::new(|| {
+        npu_sim_common::env::string("NPU_SIM_CANN_RUNTIME").as_deref() != Some("2025")
+    });
+    *WRAPPED
+}
+
+// SAFETY: immutable after creation; `name` points to a leaked, immutable C string and
+// `program` is never dereferenced, so the value may move to any thread.
 unsafe impl Send for Func {}
 // SAFETY: immutable after creation (no interior mutability), so shared references are fine.
 unsafe impl Sync for Func {}
@@ -48,8 +83,17 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 fn new_func(name: &str, sqe_type: u8, pc: u64) -> &'static Func {
     let name = CString::new(name.replace('\0', "")).unwrap_or_default();
+    let len = name.as_bytes().len();
     let f: &'static mut Func = Box::leak(Box::new(Func {
-        name: name.into_raw(),
+        program: std::ptr::null(),
+        aicpu_kernel_type: 0,
+        kernel_attr_type: 0,
+        stub_fun: pc,
+        name: StdString {
+            ptr: name.into_raw(),
+            len,
+            local: [0; 16],
+        },
         sqe_type,
         pc,
     }));
@@ -138,7 +182,7 @@ pub(crate) fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_vo
     let existing = b
         .funcs
         .iter()
-        .find(|f| unsafe { CStr::from_ptr(f.name) }.to_bytes() == name.as_bytes());
+        .find(|f| unsafe { CStr::from_ptr(f.name.ptr) }.to_bytes() == name.as_bytes());
     let f = match existing {
         Some(f) => *f,
         None => {
@@ -147,7 +191,19 @@ pub(crate) fn function_by_name(bin: *mut c_void, name: &str) -> Result<*mut c_vo
             f
         }
     };
-    let h = f as *const Func as usize;
+    let known = r.handles.iter().find(|(_, g)| std::ptr::eq(**g, f));
+    if let Some((&h, _)) = known {
+        return Ok(h as *mut c_void);
+    }
+    let h = if wrapped_handles() {
+        let wrapper = Box::leak(Box::new(InnerObject {
+            magic: FUNC_MAGIC,
+            object: f,
+        }));
+        wrapper as *const InnerObject as usize
+    } else {
+        f as *const Func as usize
+    };
     r.handles.insert(h, f);
     Ok(h as *mut c_void)
 }

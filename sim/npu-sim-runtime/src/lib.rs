@@ -54,7 +54,7 @@ unsafe fn put<T>(out: *mut T, v: T) -> Result<(), i32> {
 fn kernel_name(f: Result<&'static Func, i32>, o: &mut Obj) {
     if let Ok(f) = f {
         // SAFETY: Func names are valid C strings.
-        unsafe { o.cstr("kernel_name", f.name) };
+        unsafe { o.cstr("kernel_name", f.name.ptr) };
     }
 }
 
@@ -709,7 +709,7 @@ fn launch(
     let s = handles::stream(stm)?;
     let mut sqe = Sqe::new(f.sqe_type, block_dim);
     sqe.set_u64(sqe_off::KERNEL_PC, f.pc)
-        .set_u64(sqe_off::KERNEL_NAME, f.name as u64);
+        .set_u64(sqe_off::KERNEL_NAME, f.name.ptr as u64);
     sqe.set_u64(sqe_off::KERNEL_ARGS, args as u64)
         .set_u32(sqe_off::KERNEL_ARGS_SIZE, args_size);
     s.submit(&mut sqe, None).map(drop)
