@@ -33,8 +33,11 @@ use tracer_catalog::{CATALOG, Domain};
       npu-bpftrace report DIR                          summarize a recorded trace\n  \
       npu-bpftrace export DIR -o trace.json            timeline for Perfetto UI / chrome://tracing\n\n\
       Output: DIR/<table>/host=<host>/part-<n>.parquet and DIR/session.json, tables api, marker,\n\
-      kernel, memcpy, memset, memory, hccl, critical_event; read it with `npu-bpftrace report`\n\
-      or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;"
+      kernel, memcpy, memset, sync, memory, hccl, critical_event; read it with `npu-bpftrace\n\
+      report` or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;\n\n\
+      Device task times come from the driver's profiling channel 50, as msPTI reads them; on a\n\
+      device whose channel another profiler owns, from completion entries (session.json says\n\
+      which, per device, in device_time_sources)."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
