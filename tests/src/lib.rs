@@ -143,4 +143,5 @@ pub fn group<K: Ord, T>(
     map
 }
 
+pub mod attach;
 pub mod truth;

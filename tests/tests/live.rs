@@ -1,193 +1,25 @@
 //! Tracing processes that are already running (attach), processes that start later
 //! (system-wide), and processes killed in the middle of a call.
 use std::{
-    path::Path,
-    process::{Child, Command, Stdio},
+    process::Stdio,
     thread::sleep,
     time::{Duration, Instant},
 };
 
 use serde_json::Value;
 use tests::{
-    Row, read_table, read_truth, scratch_dir, sim_command, tracer_command,
+    Row,
+    attach::{attach_and_name_kernels, session, spawn_workload, truth_of},
+    read_table, read_truth, scratch_dir, sim_command, tracer_command,
     truth::assert_api_matches,
 };
-use tracer_schema::session::Session;
 
-/// Spawns `cmd` with stdout to `log` and returns it with the pid the workload prints
-/// (`npu-sim-app: pid=N ...`).
-#[allow(
-    clippy::zombie_processes,
-    reason = "the caller waits for the returned child"
-)]
-fn spawn_workload(cmd: &mut Command, log: &Path) -> (Child, u32) {
-    let mut child = cmd
-        .stdout(std::fs::File::create(log).unwrap())
-        .spawn()
-        .expect("spawn");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(pid) = text
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("pid="))
-            .and_then(|p| p.parse().ok())
-        {
-            return (child, pid);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("workload printed no pid: {text:?}");
-        }
-        sleep(Duration::from_millis(20));
-    }
-}
-
-/// Starts a long `train` run (function handles of runtime generation `runtime`) and returns
-/// it once it has registered its kernels.
-fn start_long_train(truth: &Path, log: &Path, runtime: &str) -> (Child, u32) {
-    let mut cmd = sim_command("npu-sim-app", truth);
-    cmd.env("NPU_SIM_CANN_RUNTIME", runtime).args([
-        "train",
-        "--steps",
-        "100000",
-        "--step-sleep-ms",
-        "20",
-    ]);
-    let started = spawn_workload(&mut cmd, log);
-    sleep(Duration::from_millis(500)); // registration happens at start
-    started
-}
-
-fn stop(mut app: Child) {
-    // SAFETY: plain kill(2) of our own child.
-    unsafe { libc::kill(app.id() as i32, libc::SIGINT) };
-    let status = app.wait().unwrap();
-    assert!(status.success(), "workload failed: {status}");
-}
-
-fn session(dir: &Path) -> Session {
-    Session::read(dir).unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-/// Truth api lines of `pid` (traced libraries only).
-fn truth_of(truth: &Path, pid: u32) -> Vec<Value> {
-    read_truth(truth)
-        .remove(&u64::from(pid))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|l| l["type"] == "api" && l["lib"] != "libascend_hal.so")
-        .collect()
-}
-
-/// Every truth call that began after tracing started and ended before the last traced
-/// return has exactly one row with the same thread and function bracketing it.
-fn assert_window_complete(rows: &[Row], truth: &[Value], traced_from_ns: u64) -> usize {
-    let until = rows
-        .iter()
-        .filter_map(|r| r["end_ns"].as_u64())
-        .max()
-        .expect("rows");
-    let mut unmatched: Vec<&Row> = rows.iter().collect();
-    let mut checked = 0;
-    for call in truth {
-        let (enter, exit) = (
-            call["enter_ns"].as_u64().unwrap(),
-            call["exit_ns"].as_u64().unwrap(),
-        );
-        if enter <= traced_from_ns || exit > until {
-            continue;
-        }
-        let found = unmatched.iter().position(|r| {
-            r["tid"] == call["tid"]
-                && r["name"] == call["fn"]
-                && r["start_ns"].as_u64().unwrap() <= enter
-                && r["end_ns"].as_u64().is_some_and(|end| exit <= end)
-        });
-        let Some(i) = found else {
-            panic!("call missing from the trace: {call}");
-        };
-        unmatched.swap_remove(i);
-        checked += 1;
-    }
-    checked
-}
-
-/// Kernels registered before the agent attached are named from their function handles, in
-/// both runtime generations: the `Kernel*` itself (2025) and the `rtInnerObject` "FUNC"
-/// wrapper around it (2026).
+/// Kernels registered before the attach are named from their function handles; the
+/// other handle generation is tested in `handles.rs` (a binary of its own, so the two
+/// attach sessions' probe releases do not overlap the system-wide test's start).
 #[test]
 fn attach_to_running_process_names_kernels_registered_before() {
-    for runtime in ["2026", "2025"] {
-        attach_and_name_kernels(runtime);
-    }
-}
-
-fn attach_and_name_kernels(runtime: &str) {
-    let scratch = scratch_dir(&format!("attach-{runtime}"));
-    let (truth, dir) = (scratch.join("truth"), scratch.join("trace"));
-    std::fs::create_dir_all(&truth).unwrap();
-    let (app, pid) = start_long_train(&truth, &scratch.join("app.log"), runtime);
-    let output = tracer_command(&truth)
-        .args([
-            "attach",
-            "--pid",
-            &pid.to_string(),
-            "--duration",
-            "3s",
-            "--out",
-        ])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    stop(app);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-
-    let rows = read_table(&dir, "api");
-    assert!(rows.len() > 100, "only {} rows", rows.len());
-    assert!(
-        rows.iter()
-            .all(|r| r["pid"].as_u64() == Some(u64::from(pid)))
-    );
-    let session = session(&dir);
-    assert_eq!(
-        session.total_drops(),
-        0,
-        "attaching mid-call must not leak call frames: {:?}",
-        session.drops
-    );
-    let started = session.clock_start.monotonic_ns;
-    let checked = assert_window_complete(&rows, &truth_of(&truth, pid), started);
-    assert!(checked > 100, "only {checked} calls in the window");
-    let launches: Vec<&Row> = rows
-        .iter()
-        .filter(|r| {
-            [
-                "aclrtLaunchKernel",
-                "rtLaunchKernelByFuncHandleV3",
-                "rtKernelLaunch",
-            ]
-            .contains(&r["name"].as_str().unwrap())
-        })
-        .collect();
-    assert!(!launches.is_empty());
-    for launch in launches {
-        assert!(
-            launch["kernel_name"].is_string(),
-            "runtime {runtime}: unnamed kernel: {launch:?}"
-        );
-    }
-    assert_eq!(
-        session.read_failures.values().sum::<u64>(),
-        0,
-        "runtime {runtime}: {:?}",
-        session.read_failures
-    );
+    attach_and_name_kernels("2026");
 }
 
 #[test]
