@@ -352,7 +352,11 @@ impl Pipeline {
                     stop,
                 )
             });
-        let (channel, device_time_sources) = start_channel(attacher, &tx);
+        // Only a recorded command starts after the channel: see `start_channel`.
+        let (channel, device_time_sources) = match opts.mode {
+            Mode::Command(_) => start_channel(attacher, &tx),
+            _ => (None, BTreeMap::new()),
+        };
         // Before the ring poller starts: the correlator must know a device's time source
         // before it sees any of its submissions.
         let poller = tokio::spawn(poll_ring(probes.take_events()?, tx.clone(), stop_rx));
@@ -398,6 +402,10 @@ impl Pipeline {
 /// Starts the profiling channel on every device of the traced processes' driver, and tells
 /// the correlator (through `tx`, ahead of any record) which devices it serves. Returns the
 /// reader and, per device, the time source for session.json.
+///
+/// Used for `record` only for now: attaching the channel to processes already running
+/// (attach, system-wide) left most of their tasks without channel records on the simulator
+/// (issue #11), so those modes keep completion-entry times.
 fn start_channel(
     attacher: &Attacher,
     tx: &mpsc::Sender<Input>,

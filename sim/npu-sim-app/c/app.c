@@ -284,6 +284,8 @@ static int scenario_train(void) {
         if (opt.step_sleep_ms) sleep_ms(opt.step_sleep_ms);
     }
     CHECK(A.aclrtMemsetAsync(d_grad, grads * sizeof(float), 0, grads * sizeof(float), s0));
+    /* The synchronous copy runs on the default stream: wait for s0's memset first. */
+    CHECK(A.aclrtSynchronizeStream(s0));
     CHECK(A.aclrtMemcpy(h_out, grads * sizeof(float), d_grad, grads * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
     if (grads && h_out[0] != 0.0f) fail("memset then D2H copy read %g", h_out[0]);
     CHECK(A.aclrtSynchronizeDevice());
