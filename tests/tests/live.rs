@@ -2,6 +2,7 @@
 //! (system-wide), and processes killed in the middle of a call.
 use std::{
     process::Stdio,
+    sync::{Mutex, MutexGuard},
     thread::sleep,
     time::{Duration, Instant},
 };
@@ -17,13 +18,25 @@ use tests::{
 /// Kernels registered before the attach are named from their function handles; the
 /// other handle generation is tested in `handles.rs` (a binary of its own, so the two
 /// attach sessions' probe releases do not overlap the system-wide test's start).
+/// These tests run one at a time: each session attaches and releases uprobes under the
+/// kernel's global uprobe locks, and side by side (with the system-wide agent attaching to
+/// every process, the other agents included) they stalled each other past the tests'
+/// deadlines and the ring buffer's capacity on this 2-core machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn attach_to_running_process_names_kernels_registered_before() {
+    let _serial = one_at_a_time();
     attach_and_name_kernels("2026");
 }
 
 #[test]
 fn system_wide_traces_processes_started_later() {
+    let _serial = one_at_a_time();
     let scratch = scratch_dir("system-wide");
     let (truth, dir) = (scratch.join("truth"), scratch.join("trace"));
     std::fs::create_dir_all(&truth).unwrap();
@@ -65,6 +78,7 @@ fn system_wide_traces_processes_started_later() {
 
 #[test]
 fn killed_process_leaves_incomplete_calls() {
+    let _serial = one_at_a_time();
     let scratch = scratch_dir("killed");
     let (truth, dir) = (scratch.join("truth"), scratch.join("trace"));
     std::fs::create_dir_all(&truth).unwrap();
