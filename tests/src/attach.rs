@@ -130,6 +130,10 @@ pub fn attach_and_name_kernels(runtime: &str) {
             &pid.to_string(),
             "--duration",
             "3s",
+            // The tests run the debug build of the agent, several times slower than a
+            // release build, against a workload of ~13k calls/s: room for the backlog.
+            "--ringbuf-mb",
+            "64",
             "--out",
         ])
         .arg(&dir)
