@@ -18,7 +18,7 @@ use aya::maps::{MapData, RingBuf};
 use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{SignalKind, signal},
-    sync::{mpsc, watch},
+    sync::{mpsc, oneshot, watch},
 };
 use tracer_common::{Config, TaskInfo, TaskKey};
 
@@ -100,6 +100,8 @@ pub enum Input {
     DeviceTimes(channel::Outcomes, u64),
     /// Device task records read from the profiling channel.
     Soc(SocBatch),
+    /// Tracing stopped: answer once no task the correlator knows waits for channel records.
+    Settle(oneshot::Sender<()>),
     /// The end of tracing: what only the kernel maps still know.
     Finish(FinalState),
 }
@@ -124,6 +126,8 @@ const BATCH_RECORDS: usize = 2048;
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How often rows become durable Parquet files and processes are rescanned.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How long stopping waits for the end records of tasks still running on the devices.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn trace(opts: TraceOptions) -> Result<TraceSummary> {
     preflight(&opts)?;
@@ -233,14 +237,23 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     for &pid in &targets {
         probes.add_target(pid)?;
     }
-    let mut attacher = attach_initial(&opts, &mut probes)?;
-
+    let initial = initial_libraries(&opts)?;
     let host = SinkOptions::default().host;
-    let mut session = session::start(host.clone(), opts.mode.name().into(), targets);
+    let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host.clone()))?;
+    // The pipeline, with the device profiling channel, starts before any probe: every
+    // submission the probes see then falls inside the channel's session.
+    let pipeline = Pipeline::start(&opts, &mut probes, driver_library(&initial), Box::new(sink))?;
+    let mut attacher = match attach_initial(&opts, &mut probes, initial) {
+        Ok(attacher) => attacher,
+        Err(e) => {
+            pipeline.abandon().await;
+            return Err(e);
+        }
+    };
+
+    let mut session = session::start(host, opts.mode.name().into(), targets);
     session.attached = attacher.attached().to_vec();
     session.write(&opts.out_dir)?;
-    let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host))?;
-    let pipeline = Pipeline::start(&opts, &mut probes, &attacher, Box::new(sink))?;
     if let Some(child) = &mut child {
         child.release()?;
     }
@@ -277,9 +290,13 @@ fn load_probes(opts: &TraceOptions) -> Result<Probes> {
 }
 
 /// Attaches to the libraries known before tracing starts.
-fn attach_initial(opts: &TraceOptions, probes: &mut Probes) -> Result<Attacher> {
+fn attach_initial(
+    opts: &TraceOptions,
+    probes: &mut Probes,
+    initial: Vec<LibraryFile>,
+) -> Result<Attacher> {
     let mut attacher = Attacher::new(opts.selection.clone());
-    for file in initial_libraries(opts)? {
+    for file in initial {
         attacher.attach(probes, file)?;
     }
     if attacher.function_count() == 0 {
@@ -334,28 +351,27 @@ struct Pipeline {
 }
 
 impl Pipeline {
+    /// `driver` is the traced processes' driver library, through which device clocks and
+    /// profiling channels are read.
     fn start(
         opts: &TraceOptions,
         probes: &mut Probes,
-        attacher: &Attacher,
+        driver: Option<&Path>,
         sink: Box<dyn Sink + Send>,
     ) -> Result<Self> {
         let (stop, stop_rx) = watch::channel(false);
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         let devices = Devices::default();
-        let sampler = driver_library(attacher)
-            .and_then(Driver::open)
-            .map(|driver| {
-                let stop = Arc::new(AtomicBool::new(false));
-                (
-                    driver::spawn_sampler(driver, devices.clone(), tx.clone(), stop.clone()),
-                    stop,
-                )
-            });
-        // Only a recorded command starts after the channel: see `start_channel`.
-        let (channel, device_time_sources) = match opts.mode {
-            Mode::Command(_) => start_channel(attacher, &tx),
-            _ => (None, BTreeMap::new()),
+        let sampler = driver.and_then(Driver::open).map(|driver| {
+            let stop = Arc::new(AtomicBool::new(false));
+            (
+                driver::spawn_sampler(driver, devices.clone(), tx.clone(), stop.clone()),
+                stop,
+            )
+        });
+        let (channel, device_time_sources) = match driver {
+            Some(path) => start_channel(path, &tx),
+            None => (None, BTreeMap::new()),
         };
         // Before the ring poller starts: the correlator must know a device's time source
         // before it sees any of its submissions.
@@ -380,6 +396,12 @@ impl Pipeline {
         let _ = self.stop.send(true);
         let decode_errors = self.poller.await.context("ring-buffer poller panicked")??;
         if let Some(channel) = self.channel {
+            // Tasks submitted before the probes' last records may still be running: give
+            // their end records time to arrive before the channel stops.
+            let (settled, wait) = oneshot::channel();
+            if self.tx.send(Input::Settle(settled)).await.is_ok() {
+                let _ = tokio::time::timeout(SETTLE_TIMEOUT, wait).await;
+            }
             // Flushes the devices and reads their last records before the end.
             let _ = tokio::task::spawn_blocking(move || channel.stop()).await;
         }
@@ -399,20 +421,31 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// Stops everything without writing a session: tracing never began.
+    async fn abandon(self) {
+        let _ = self.stop.send(true);
+        let _ = self.poller.await;
+        if let Some(channel) = self.channel {
+            let _ = tokio::task::spawn_blocking(move || channel.stop()).await;
+        }
+        if let Some((sampler, stop)) = self.sampler {
+            stop.store(true, Ordering::Relaxed);
+            let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
+        }
+        drop(self.tx);
+        let _ = self.consumer.await;
+    }
+}
+
 /// Starts the profiling channel on every device of the traced processes' driver, and tells
 /// the correlator (through `tx`, ahead of any record) which devices it serves. Returns the
 /// reader and, per device, the time source for session.json.
 ///
-/// Used for `record` only for now: attaching the channel to processes already running
-/// (attach, system-wide) left most of their tasks without channel records on the simulator
-/// (issue #11), so those modes keep completion-entry times.
 fn start_channel(
-    attacher: &Attacher,
+    path: &Path,
     tx: &mpsc::Sender<Input>,
 ) -> (Option<ChannelReader>, BTreeMap<u32, String>) {
-    let Some(path) = driver_library(attacher) else {
-        return (None, BTreeMap::new());
-    };
     let since_ns = clock_ns(libc::CLOCK_MONOTONIC);
     let (reader, outcomes) = match ChannelReader::start(path, tx.clone()) {
         Ok(started) => started,
@@ -438,11 +471,10 @@ fn start_channel(
 }
 
 /// The driver library of the traced processes, to read device clocks through.
-fn driver_library(attacher: &Attacher) -> Option<&Path> {
-    attacher
-        .attached()
+fn driver_library(files: &[LibraryFile]) -> Option<&Path> {
+    files
         .iter()
-        .find(|f| f.library == Library::AscendHal.file_name())
+        .find(|f| f.library == Library::AscendHal)
         .map(|f| f.path.as_path())
 }
 
@@ -653,7 +685,11 @@ async fn consume(
     let mut printer = Printer::new(print);
     let mut tick = tokio::time::interval(FLUSH_INTERVAL);
     let mut end = FinalState::default();
+    let mut settle: Option<oneshot::Sender<()>> = None;
     loop {
+        if settle.is_some() && correlator.activity().channel_pending() == 0 {
+            let _ = settle.take().map(|tx| tx.send(()));
+        }
         tokio::select! {
             input = rx.recv() => match input {
                 Some(Input::Records(batch)) => {
@@ -677,6 +713,7 @@ async fn consume(
                     }
                 }
                 Some(Input::Soc(batch)) => correlator.soc_batch(&batch),
+                Some(Input::Settle(tx)) => settle = Some(tx),
                 Some(Input::Finish(state)) => end = state,
                 None => break,
             },

@@ -93,10 +93,14 @@ impl Probes {
     pub fn drain_tasks(&mut self, pred: impl Fn(u32) -> bool) -> Result<Vec<(TaskKey, TaskInfo)>> {
         let mut tasks: HashMap<_, TaskKey, TaskInfo> =
             HashMap::try_from(map(&mut self.ebpf, "TASKS")?)?;
+        // Iterating a hash map the BPF programs change at the same time restarts when the
+        // current key is deleted under it: the same entry can come twice.
         let found: Vec<(TaskKey, TaskInfo)> = tasks
             .iter()
             .filter_map(|entry| entry.ok())
             .filter(|(key, _)| pred(key.tgid))
+            .collect::<std::collections::HashMap<_, _>>()
+            .into_iter()
             .collect();
         for (key, _) in &found {
             let _ = tasks.remove(key);

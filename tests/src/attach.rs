@@ -10,7 +10,10 @@ use std::{
 use serde_json::Value;
 use tracer_schema::session::Session;
 
-use crate::{Row, read_table, read_truth, scratch_dir, sim_command, tracer_command};
+use crate::{
+    Row, read_table, read_truth, scratch_dir, sim_command, tracer_command,
+    truth::{TASK_TABLES, task_table},
+};
 
 /// Spawns `cmd` with stdout to `log` and returns it with the pid the workload prints
 /// (`npu-sim-app: pid=N ...`).
@@ -112,6 +115,73 @@ pub fn assert_window_complete(rows: &[Row], truth: &[Value], traced_from_ns: u64
     checked
 }
 
+/// Every device task `pid` submitted between `from_ns` and `until_ns` has exactly one row in
+/// its table, with the device counts of the truth, and every row is a task of the truth;
+/// returns how many tasks were checked.
+pub fn assert_device_window(
+    dir: &Path,
+    truth: &Path,
+    pid: u32,
+    from_ns: u64,
+    until_ns: u64,
+) -> usize {
+    let key = |device: &Value, stream: &Value, task: &Value, start: &Value| {
+        [device, stream, task, start].map(|v| v.as_u64().unwrap_or(u64::MAX))
+    };
+    let tasks: Vec<Value> = read_truth(truth)
+        .remove(&u64::from(pid))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l["type"] == "task")
+        .collect();
+    let mut checked = 0;
+    for table in TASK_TABLES {
+        let rows = read_table(dir, table);
+        for row in &rows {
+            let want = key(
+                &row["device_id"],
+                &row["stream_id"],
+                &row["task_id"],
+                &row["device_start_cnt"],
+            );
+            let task = tasks
+                .iter()
+                .find(|t| key(&t["device"], &t["stream"], &t["task"], &t["start_cnt"]) == want)
+                .unwrap_or_else(|| panic!("{table} row of no truth task: {row:?}"));
+            assert_eq!(row["device_end_cnt"], task["end_cnt"], "{task}\n{row:?}");
+        }
+        for task in &tasks {
+            let submit = task["submit_ns"].as_u64().unwrap();
+            if submit <= from_ns
+                || submit >= until_ns
+                || task_table(task["kind"].as_str().unwrap()) != Some(table)
+            {
+                continue;
+            }
+            let want = key(
+                &task["device"],
+                &task["stream"],
+                &task["task"],
+                &task["start_cnt"],
+            );
+            let found = rows
+                .iter()
+                .filter(|r| {
+                    key(
+                        &r["device_id"],
+                        &r["stream_id"],
+                        &r["task_id"],
+                        &r["device_start_cnt"],
+                    ) == want
+                })
+                .count();
+            assert_eq!(found, 1, "{table} rows of task {task}");
+            checked += 1;
+        }
+    }
+    checked
+}
+
 /// Kernels registered before the agent attached are named from their function handles, in
 /// both runtime generations: the `Kernel*` itself (2025) and the `rtInnerObject` "FUNC"
 /// wrapper around it (2026).
@@ -162,6 +232,26 @@ pub fn attach_and_name_kernels(runtime: &str) {
     let started = session.clock_start.monotonic_ns;
     let checked = assert_window_complete(&rows, &truth_of(&truth, pid), started);
     assert!(checked > 100, "only {checked} calls in the window");
+    let last_call = rows
+        .iter()
+        .filter_map(|r| r["start_ns"].as_u64())
+        .max()
+        .unwrap();
+    let tasks = assert_device_window(&dir, &truth, pid, started, last_call);
+    assert!(tasks > 100, "only {tasks} device tasks in the window");
+    assert!(
+        session
+            .device_time_sources
+            .values()
+            .all(|s| s == "profiling_channel"),
+        "{:?}",
+        session.device_time_sources
+    );
+    assert_eq!(
+        session.activity.missing_completions, 0,
+        "{:?}",
+        session.activity
+    );
     let launches: Vec<&Row> = rows
         .iter()
         .filter(|r| {

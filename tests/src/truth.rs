@@ -13,6 +13,21 @@ use crate::{Row, group, int};
 const MEDIAN_SKEW_LIMIT_NS: u64 = 200_000;
 const MAX_SKEW_LIMIT_NS: u64 = 2_000_000_000;
 
+/// The table a truth task of `kind` belongs in (`None`: a task the tracer has no table for).
+pub fn task_table(kind: &str) -> Option<&'static str> {
+    match kind {
+        "KERNEL" => Some("kernel"),
+        "MEMCPY" => Some("memcpy"),
+        "MEMSET" => Some("memset"),
+        "HCCL" => Some("hccl"),
+        "EVENT" => Some("sync"),
+        _ => None,
+    }
+}
+
+/// Tables of device tasks.
+pub const TASK_TABLES: [&str; 5] = ["kernel", "memcpy", "memset", "hccl", "sync"];
+
 /// What a comparison measured.
 #[derive(Debug, Default)]
 pub struct Comparison {

@@ -5,7 +5,10 @@ use std::collections::HashMap;
 
 use npu_sim_app::{prof, test_host};
 use serde_json::Value;
-use tests::{Recording, Row, int, read_truth, record, scratch_dir, sim_bin};
+use tests::{
+    Recording, Row, int, read_truth, record, scratch_dir, sim_bin,
+    truth::{TASK_TABLES, task_table},
+};
 
 /// Device times must be as close to the truth as the clock model says it can be (its
 /// reported error bound; 1 µs of rounding allowed). How tight that bound gets depends on how
@@ -18,23 +21,12 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-fn table_of(kind: &str) -> Option<&'static str> {
-    match kind {
-        "KERNEL" => Some("kernel"),
-        "MEMCPY" => Some("memcpy"),
-        "MEMSET" => Some("memset"),
-        "HCCL" => Some("hccl"),
-        "EVENT" => Some("sync"),
-        _ => None,
-    }
-}
-
 /// Truth tasks of the traced workload that have a table (all the simulator makes).
 fn truth_tasks(recording: &Recording) -> Vec<Value> {
     read_truth(&recording.truth)
         .into_values()
         .flatten()
-        .filter(|l| l["type"] == "task" && table_of(l["kind"].as_str().unwrap()).is_some())
+        .filter(|l| l["type"] == "task" && task_table(l["kind"].as_str().unwrap()).is_some())
         .collect()
 }
 
@@ -78,7 +70,7 @@ fn check_tasks(recording: &Recording) -> Vec<Aligned> {
         .map(|r| (r["correlation_id"].as_u64().unwrap(), r))
         .collect();
     let mut rows: HashMap<&str, Vec<Row>> = HashMap::new();
-    for table in ["kernel", "memcpy", "memset", "hccl", "sync"] {
+    for table in TASK_TABLES {
         rows.insert(table, recording.table(table));
     }
     let total_rows: usize = rows.values().map(Vec::len).sum();
@@ -86,7 +78,7 @@ fn check_tasks(recording: &Recording) -> Vec<Aligned> {
     assert_eq!(total_rows, tasks.len(), "one row per device task");
     let mut errors = Vec::new();
     for task in &tasks {
-        let table = table_of(task["kind"].as_str().unwrap()).unwrap();
+        let table = task_table(task["kind"].as_str().unwrap()).unwrap();
         let key = |r: &Row| {
             (
                 r["pid"].clone(),

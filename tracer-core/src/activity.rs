@@ -397,6 +397,11 @@ impl Activity {
             .or_insert_with(|| ClockModel::new(None))
     }
 
+    /// Submitted tasks waiting for their profiling-channel records.
+    pub fn channel_pending(&self) -> usize {
+        self.submitted.len()
+    }
+
     /// Devices seen so far (the clock sampler reads them).
     pub fn devices(&self) -> impl Iterator<Item = u32> + '_ {
         self.clocks.keys().copied()
