@@ -26,8 +26,8 @@ use tracer_catalog::{self as catalog, CATALOG, Library};
 use tracer_core::{
     clock::ClockReading,
     correlate::{Correlator, FinalState, Output},
-    decode::{Record, decode},
-    soclog::SocBatch,
+    decode::{Decoded, Record, decode},
+    soclog::{PassiveChannels, SocBatch},
 };
 use tracer_schema::session::{ActivityStats, ClockSummary, CorrelateStats, Session};
 
@@ -100,8 +100,9 @@ pub enum Input {
     DeviceTimes(channel::Outcomes, u64),
     /// Device task records read from the profiling channel.
     Soc(SocBatch),
-    /// Tracing stopped: answer once no task the correlator knows waits for channel records.
-    Settle(oneshot::Sender<()>),
+    /// Tracing stops: answer once no task submitted by then (CLOCK_MONOTONIC ns) waits for
+    /// its profiling-channel records.
+    Settle(u64, oneshot::Sender<()>),
     /// The end of tracing: what only the kernel maps still know.
     Finish(FinalState),
 }
@@ -126,6 +127,8 @@ const BATCH_RECORDS: usize = 2048;
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How often rows become durable Parquet files and processes are rescanned.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// `device_time_sources` of a device whose channel another profiler owns and reads.
+const PASSIVE_SOURCE: &str = "profiling_channel_passive";
 /// How long stopping waits for the end records of tasks still running on the devices.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -284,7 +287,8 @@ fn load_probes(opts: &TraceOptions) -> Result<Probes> {
         filter_targets: u8::from(!matches!(opts.mode, Mode::SystemWide)),
         follow_children: u8::from(matches!(opts.mode, Mode::Command(_))),
         fork_child_pid_offset,
-        _pad: 0,
+        agent_pid: std::process::id(),
+        passive_devices: 0,
     })?;
     Ok(probes)
 }
@@ -373,6 +377,11 @@ impl Pipeline {
             Some(path) => start_channel(path, &tx),
             None => (None, BTreeMap::new()),
         };
+        let passive = device_time_sources
+            .iter()
+            .filter(|(_, source)| source.starts_with(PASSIVE_SOURCE))
+            .map(|(&device, _)| device);
+        probes.set_passive_devices(passive)?;
         // Before the ring poller starts: the correlator must know a device's time source
         // before it sees any of its submissions.
         let poller = tokio::spawn(poll_ring(probes.take_events()?, tx.clone(), stop_rx));
@@ -393,15 +402,16 @@ impl Pipeline {
     /// Drains the ring buffer, takes a last clock sample, hands the correlator what only
     /// the kernel maps still know, and waits for it to write everything.
     async fn stop(self, probes: &mut Probes) -> Result<(ConsumeReport, u64)> {
+        // Tasks submitted until now may still be running: their end records, read by the
+        // agent or (passive mode) copied through the ring buffer, may take a while.
+        let (settled, wait) = oneshot::channel();
+        let now_ns = clock_ns(libc::CLOCK_MONOTONIC);
+        if self.tx.send(Input::Settle(now_ns, settled)).await.is_ok() {
+            let _ = tokio::time::timeout(SETTLE_TIMEOUT, wait).await;
+        }
         let _ = self.stop.send(true);
         let decode_errors = self.poller.await.context("ring-buffer poller panicked")??;
         if let Some(channel) = self.channel {
-            // Tasks submitted before the probes' last records may still be running: give
-            // their end records time to arrive before the channel stops.
-            let (settled, wait) = oneshot::channel();
-            if self.tx.send(Input::Settle(settled)).await.is_ok() {
-                let _ = tokio::time::timeout(SETTLE_TIMEOUT, wait).await;
-            }
             // Flushes the devices and reads their last records before the end.
             let _ = tokio::task::spawn_blocking(move || channel.stop()).await;
         }
@@ -459,7 +469,7 @@ fn start_channel(
         .map(|(&device, outcome)| {
             let source = match outcome {
                 Ok(()) => "profiling_channel".to_owned(),
-                Err(why) => format!("completion_queue: {why}"),
+                Err(why) => format!("{PASSIVE_SOURCE}: {why}"),
             };
             (device, source)
         })
@@ -612,56 +622,69 @@ async fn poll_ring(
     // The BPF side wakes us only once data piles up; small amounts wait for this tick.
     let mut tick = tokio::time::interval(POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut decode_errors = 0;
+    let mut reader = RingReader::default();
     loop {
         tokio::select! {
             guard = fd.readable_mut() => {
                 let mut guard = guard?;
-                if !forward_all(guard.get_inner_mut(), &tx, &mut decode_errors).await {
-                    return Ok(decode_errors);
+                if !reader.forward_all(guard.get_inner_mut(), &tx).await {
+                    return Ok(reader.decode_errors);
                 }
                 guard.clear_ready();
             }
             _ = tick.tick() => {
-                if !forward_all(fd.get_mut(), &tx, &mut decode_errors).await {
-                    return Ok(decode_errors);
+                if !reader.forward_all(fd.get_mut(), &tx).await {
+                    return Ok(reader.decode_errors);
                 }
             }
             _ = stop.changed() => break,
         }
     }
-    forward_all(fd.get_mut(), &tx, &mut decode_errors).await;
-    Ok(decode_errors)
+    reader.forward_all(fd.get_mut(), &tx).await;
+    Ok(reader.decode_errors)
 }
 
-/// Sends everything the ring buffer holds, in batches; false once nobody listens.
-async fn forward_all(
-    ring: &mut RingBuf<MapData>,
-    tx: &mpsc::Sender<Input>,
-    decode_errors: &mut u64,
-) -> bool {
-    loop {
-        let batch = drain(ring, decode_errors);
-        let full = batch.len() == BATCH_RECORDS;
-        if !batch.is_empty() && tx.send(Input::Records(batch)).await.is_err() {
-            return false;
-        }
-        if !full {
-            return true;
-        }
-    }
+/// Turns ring-buffer bytes into the correlator's inputs.
+#[derive(Default)]
+struct RingReader {
+    decode_errors: u64,
+    /// Channel bytes other profilers read (passive mode), as device records.
+    passive: PassiveChannels,
 }
 
-fn drain(ring: &mut RingBuf<MapData>, decode_errors: &mut u64) -> Vec<Record> {
-    let mut batch = Vec::with_capacity(256);
-    while batch.len() < BATCH_RECORDS {
-        let Some(item) = ring.next() else { break };
-        match decode(&item) {
-            Ok(record) => batch.push(record),
-            Err(_) => *decode_errors += 1,
+impl RingReader {
+    /// Sends everything the ring buffer holds, in batches; false once nobody listens.
+    async fn forward_all(&mut self, ring: &mut RingBuf<MapData>, tx: &mpsc::Sender<Input>) -> bool {
+        loop {
+            let (batch, device) = self.drain(ring);
+            let full = batch.len() == BATCH_RECORDS;
+            if !batch.is_empty() && tx.send(Input::Records(batch)).await.is_err() {
+                return false;
+            }
+            for soc in device {
+                if tx.send(Input::Soc(soc)).await.is_err() {
+                    return false;
+                }
+            }
+            if !full {
+                return true;
+            }
         }
     }
-    batch
+
+    fn drain(&mut self, ring: &mut RingBuf<MapData>) -> (Vec<Record>, Vec<SocBatch>) {
+        let mut batch = Vec::with_capacity(256);
+        let mut device = Vec::new();
+        while batch.len() < BATCH_RECORDS {
+            let Some(item) = ring.next() else { break };
+            match decode(&item) {
+                Ok(Decoded::Record(record)) => batch.push(record),
+                Ok(Decoded::Channel(piece)) => device.push(self.passive.push(&piece)),
+                Err(_) => self.decode_errors += 1,
+            }
+        }
+        (batch, device)
+    }
 }
 
 /// What the correlator learned, for session.json.
@@ -685,10 +708,12 @@ async fn consume(
     let mut printer = Printer::new(print);
     let mut tick = tokio::time::interval(FLUSH_INTERVAL);
     let mut end = FinalState::default();
-    let mut settle: Option<oneshot::Sender<()>> = None;
+    let mut settle: Option<(u64, oneshot::Sender<()>)> = None;
     loop {
-        if settle.is_some() && correlator.activity().channel_pending() == 0 {
-            let _ = settle.take().map(|tx| tx.send(()));
+        if let Some((by_ns, _)) = settle
+            && !correlator.activity().channel_waiting(by_ns)
+        {
+            let _ = settle.take().map(|(_, tx)| tx.send(()));
         }
         tokio::select! {
             input = rx.recv() => match input {
@@ -708,12 +733,12 @@ async fn consume(
                     for (device, outcome) in &outcomes {
                         match outcome {
                             Ok(()) => correlator.soc_log_started(*device, since_ns),
-                            Err(why) => correlator.soc_log_refused(*device, why, since_ns),
+                            Err(why) => correlator.soc_log_passive(*device, why, since_ns),
                         }
                     }
                 }
                 Some(Input::Soc(batch)) => correlator.soc_batch(&batch),
-                Some(Input::Settle(tx)) => settle = Some(tx),
+                Some(Input::Settle(by_ns, tx)) => settle = Some((by_ns, tx)),
                 Some(Input::Finish(state)) => end = state,
                 None => break,
             },

@@ -71,6 +71,18 @@ impl Probes {
         Ok(())
     }
 
+    /// Copies other profilers' reads of these devices' profiling channels (passive mode).
+    pub fn set_passive_devices(&mut self, devices: impl IntoIterator<Item = u32>) -> Result<()> {
+        let mut cfg: Array<_, Config> = Array::try_from(map(&mut self.ebpf, "CONFIG")?)?;
+        let mut config = cfg.get(&0, 0)?;
+        config.passive_devices = devices
+            .into_iter()
+            .filter(|&d| d < u64::BITS)
+            .fold(0, |mask, d| mask | 1 << d);
+        cfg.set(0, config, 0)?;
+        Ok(())
+    }
+
     /// Adds a process to the kernel-side target filter.
     pub fn add_target(&mut self, pid: u32) -> Result<()> {
         let mut targets: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.ebpf, "TARGETS")?)?;

@@ -144,4 +144,5 @@ pub fn group<K: Ord, T>(
 }
 
 pub mod attach;
+pub mod device;
 pub mod truth;

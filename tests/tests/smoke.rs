@@ -11,7 +11,7 @@ use std::{
 
 use npu_bpftrace::{bpf::Probes, symbols::SymbolTable};
 use tracer_common::{Config, ProbeSpec};
-use tracer_core::decode::{Record, decode};
+use tracer_core::decode::{Decoded, Record, decode};
 
 const PROBE_ID: u16 = 7;
 
@@ -63,7 +63,11 @@ fn uprobe_enter_and_exit_reach_userspace() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let [Record::Enter(enter), Record::Exit(exit)] = records.as_slice() else {
+    let [
+        Decoded::Record(Record::Enter(enter)),
+        Decoded::Record(Record::Exit(exit)),
+    ] = records.as_slice()
+    else {
         panic!("expected ENTER then EXIT, got {records:?}");
     };
     assert_eq!(enter.header.pid, caller_pid, "ENTER pid");

@@ -544,4 +544,17 @@ pub static CATALOG: &[ProbeDef] = &[
         &[a(0, "devId", DeviceId), a(1, "info", Handle)],
     )
     .device_role(ProbeRole::CqRecv),
+    // Another profiler's reads of a profiling channel it owns (passive mode).
+    f(
+        AscendHal,
+        "prof_channel_read",
+        Driver,
+        &[
+            a(0, "device_id", DeviceId),
+            a(1, "channel_id", Count),
+            a(2, "out_buf", Address),
+            a(3, "buf_size", Bytes),
+        ],
+    )
+    .device_role(ProbeRole::ChannelRead),
 ];

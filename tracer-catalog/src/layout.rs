@@ -36,7 +36,7 @@ pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     handle_object_offset: 8,
     handle_name_ptr: 24,
     handle_name_len: 32,
-    _pad: 0,
+    soc_log_channel: SOC_LOG_CHANNEL as u16,
     handle_wrapper_magic: 0x4655_4E43,
 };
 

@@ -33,6 +33,8 @@ pub enum RecordKind {
     TaskComplete = 4,
     /// A device task was handed to the driver: [`TaskSubmit`].
     TaskSubmit = 5,
+    /// Profiling-channel bytes another profiler read: [`ChannelData`].
+    ChannelData = 6,
 }
 
 impl RecordKind {
@@ -43,6 +45,7 @@ impl RecordKind {
             3 => Some(Self::ThreadExit),
             4 => Some(Self::TaskComplete),
             5 => Some(Self::TaskSubmit),
+            6 => Some(Self::ChannelData),
             _ => None,
         }
     }
@@ -85,10 +88,15 @@ pub enum DropKind {
     /// A function handle matched no known layout (its name's length disagreed): the row
     /// has no kernel name.
     HandleLayout = 15,
+    /// Ring buffer full: profiling-channel bytes another profiler read were lost (the
+    /// records in them are missing; their tasks go untimed).
+    ChannelData = 16,
+    /// The buffer another profiler read the profiling channel into could not be read.
+    ChannelDataRead = 17,
 }
 
 impl DropKind {
-    pub const COUNT: u32 = 16;
+    pub const COUNT: u32 = 18;
     pub const ALL: [DropKind; Self::COUNT as usize] = [
         Self::ApiEnter,
         Self::ApiExit,
@@ -106,12 +114,25 @@ impl DropKind {
         Self::OutRead,
         Self::StackArgsRead,
         Self::HandleLayout,
+        Self::ChannelData,
+        Self::ChannelDataRead,
     ];
 
     /// A user-memory read that failed (the record is kept, a value in it is missing or
     /// a device task goes untraced), as opposed to a record or call that was lost.
     pub const fn is_read_failure(self) -> bool {
-        (self as u32) >= (Self::SendInfoRead as u32)
+        matches!(
+            self,
+            Self::SendInfoRead
+                | Self::SqeRead
+                | Self::RecvInfoRead
+                | Self::CqeRead
+                | Self::TextRead
+                | Self::OutRead
+                | Self::StackArgsRead
+                | Self::HandleLayout
+                | Self::ChannelDataRead
+        )
     }
 
     pub const fn name(self) -> &'static str {
@@ -132,6 +153,8 @@ impl DropKind {
             Self::OutRead => "read_failed_out_param",
             Self::StackArgsRead => "read_failed_stack_args",
             Self::HandleLayout => "read_failed_handle_layout",
+            Self::ChannelData => "ringbuf_full_channel_data",
+            Self::ChannelDataRead => "read_failed_channel_data",
         }
     }
 }
@@ -251,6 +274,10 @@ pub enum ProbeRole {
     SqSend = 1,
     /// `halCqReportRecv(devId, info)`: at EXIT, join each returned CQE to its submission.
     CqRecv = 2,
+    /// `prof_channel_read(device, channel, buf, size)` in any process but the agent: at
+    /// EXIT, copy the profiling-channel bytes that process read (another profiler owns the
+    /// channel; the agent reads along, "passive mode").
+    ChannelRead = 3,
 }
 
 impl ProbeSpec {
@@ -307,7 +334,9 @@ pub struct DeviceLayout {
     pub handle_object_offset: u16,
     pub handle_name_ptr: u16,
     pub handle_name_len: u16,
-    pub _pad: u16,
+    /// The profiling channel whose reads by another profiler are copied
+    /// (`CHANNEL_STARS_SOC_LOG_BUFFER`).
+    pub soc_log_channel: u16,
     pub handle_wrapper_magic: u64,
 }
 
@@ -396,19 +425,44 @@ pub struct TaskComplete {
     pub _pad: [u8; 3],
 }
 
+/// Bytes of profiling-channel data per [`ChannelData`] record.
+pub const CHANNEL_CHUNK: usize = 4096;
+/// Chunks copied per `prof_channel_read`: msPTI and msprof read at most 2 MiB at a time.
+pub const MAX_CHANNEL_CHUNKS: u32 = 512;
+
+/// A piece of what another profiler read from a device's profiling channel: `len` bytes
+/// at byte `offset` of one `prof_channel_read`. Records may straddle pieces and reads.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ChannelData {
+    /// The reading thread; `ts_ns` when its read returned.
+    pub header: RecordHeader,
+    pub device_id: u32,
+    /// Valid bytes in `data`.
+    pub len: u32,
+    pub offset: u32,
+    pub _pad: u32,
+    pub data: [u8; CHANNEL_CHUNK],
+}
+
 /// One traced call in flight on a thread.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Frame {
     pub correlation_id: u64,
     /// Out-parameter pointer saved at ENTER (arguments are gone at EXIT); for
-    /// [`ProbeRole::CqRecv`] the `halReportRecvInfo` pointer.
+    /// [`ProbeRole::CqRecv`] the `halReportRecvInfo` pointer, for
+    /// [`ProbeRole::ChannelRead`] the buffer read into.
     pub out_ptr: u64,
     pub probe: u16,
-    pub _pad: u16,
-    /// [`ProbeRole::CqRecv`]: the device id argument.
+    /// [`FRAME_COPY_CHANNEL`].
+    pub flags: u16,
+    /// [`ProbeRole::CqRecv`], [`ProbeRole::ChannelRead`]: the device id argument.
     pub aux: u32,
 }
+
+/// `Frame::flags`: a `prof_channel_read` of another profiler whose bytes are copied at EXIT.
+pub const FRAME_COPY_CHANNEL: u16 = 1;
 
 /// Per-thread call stack kept in the BPF map `THREADS`.
 ///
@@ -434,7 +488,12 @@ pub struct Config {
     /// Offset of `child_pid` in the `sched/sched_process_fork` tracepoint record,
     /// read by the agent from the tracepoint's `format` file.
     pub fork_child_pid_offset: u16,
-    pub _pad: u32,
+    /// The agent's own process: its profiling-channel reads are not copied back to it.
+    pub agent_pid: u32,
+    /// Bit `d` set: device `d`'s profiling channel is owned by another profiler, whose
+    /// reads of it are copied ([`ProbeRole::ChannelRead`]); devices 0-63, as the driver's
+    /// `DEV_NUM`.
+    pub passive_devices: u64,
 }
 
 #[cfg(feature = "user")]
@@ -473,7 +532,8 @@ const _: () = {
     assert!(size_of::<TaskInfo>() == 24);
     assert!(size_of::<TaskComplete>() == 24 + 24 + 16 + 8 + 8);
     assert!(size_of::<TaskSubmit>() == 24 + 24 + 16);
-    // 24 u16 fields (the last one padding), then the u64: no implicit padding.
+    assert!(size_of::<ChannelData>() == 24 + 16 + CHANNEL_CHUNK);
+    // 24 u16 fields, then the u64: no implicit padding.
     assert!(size_of::<DeviceLayout>() == 48 + 8);
     assert!(size_of::<ThreadState>() == 8 + (MAX_DEPTH + 1) * 24);
 };

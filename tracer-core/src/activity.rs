@@ -210,14 +210,18 @@ impl Activity {
         self.soc_devices.insert(device, since_ns);
     }
 
-    /// `device`'s task times stay with completion entries because its channel could not be
-    /// used, for `reason`.
-    pub fn soc_log_refused(&mut self, device: u32, reason: &str, now_ns: u64) {
+    /// `device`'s channel could not be started (another profiler owns it): its task times
+    /// come from the records that profiler reads, copied by the probes (passive mode), from
+    /// `since_ns` on. Said as a critical event: the agent depends on the other profiler
+    /// reading.
+    pub fn soc_log_passive(&mut self, device: u32, reason: &str, since_ns: u64) {
+        self.soc_devices.insert(device, since_ns);
         let message = format!(
-            "device {device}: task times from completion entries, not the profiling channel: {reason}"
+            "device {device}: task times from the profiling-channel records another profiler \
+             reads (passive), not from a channel of the agent's own: {reason}"
         );
         let mut row = critical_row(
-            now_ns,
+            since_ns,
             EventKind::DeviceTimeSource,
             Severity::Warning,
             1,
@@ -248,8 +252,13 @@ impl Activity {
             begin_cnt: None,
         };
         match self.unmatched.remove(&key) {
-            Some(early) => self.timed_by_channel(key, submitted, early),
-            None => {
+            // Records read before the task was even submitted belong to an earlier task
+            // with the same ids (a wrapped id, a process not traced).
+            Some(early) if early.read_ns >= submit.header.ts_ns => {
+                self.timed_by_channel(key, submitted, early)
+            }
+            stale => {
+                self.stats.channel_records_unmatched += u64::from(stale.is_some());
                 self.submitted.insert(key, submitted);
             }
         }
@@ -397,9 +406,9 @@ impl Activity {
             .or_insert_with(|| ClockModel::new(None))
     }
 
-    /// Submitted tasks waiting for their profiling-channel records.
-    pub fn channel_pending(&self) -> usize {
-        self.submitted.len()
+    /// Whether a task submitted by `by_ns` still waits for its profiling-channel records.
+    pub fn channel_waiting(&self, by_ns: u64) -> bool {
+        self.submitted.values().any(|s| s.info.submit_ns <= by_ns)
     }
 
     /// Devices seen so far (the clock sampler reads them).
@@ -903,6 +912,39 @@ mod tests {
             (2, 1)
         );
         assert_eq!(stats.missing_completions, 0);
+    }
+
+    /// Records read before a task was submitted belong to an earlier task with the same
+    /// ids: the submission waits for its own.
+    #[test]
+    fn records_older_than_the_submission_are_not_its_own() {
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        a.call_entered(launch(), 100, 7, ApiArgs::default());
+        a.soc_batch(&batch(
+            0,
+            900,
+            &[(SocEdge::Begin, 3, 10, 5), (SocEdge::End, 3, 10, 6)],
+        ));
+        a.submitted(&submit(0, 3, 10, 7, 1_000));
+        a.soc_batch(&batch(
+            0,
+            2_000,
+            &[(SocEdge::Begin, 3, 10, 40), (SocEdge::End, 3, 10, 50)],
+        ));
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let times: Vec<_> = out
+            .kernels
+            .iter()
+            .map(|k| (k.task.device_start_cnt, k.task.device_end_cnt))
+            .collect();
+        assert_eq!(times, [(Some(40), Some(50))]);
+        let stats = a.stats();
+        assert_eq!(
+            (stats.tasks_from_channel, stats.channel_records_unmatched),
+            (1, 1)
+        );
     }
 
     /// A channel-timed submission whose end record never comes is a missing completion;

@@ -147,9 +147,10 @@ impl Correlator {
         self.activity.soc_log_started(device, since_ns);
     }
 
-    /// `device`'s profiling channel could not be used, for `reason`.
-    pub fn soc_log_refused(&mut self, device: u32, reason: &str, now_ns: u64) {
-        self.activity.soc_log_refused(device, reason, now_ns);
+    /// `device`'s profiling channel could not be started, for `reason` (another profiler
+    /// owns it): its task times come from what that profiler reads, from `since_ns` on.
+    pub fn soc_log_passive(&mut self, device: u32, reason: &str, since_ns: u64) {
+        self.activity.soc_log_passive(device, reason, since_ns);
     }
 
     /// Devices whose tasks were seen.

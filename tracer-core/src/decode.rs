@@ -2,7 +2,9 @@
 //! `tracer-common`; anything short or of an unknown kind is rejected, never trusted.
 use std::mem::size_of;
 
-use tracer_common::{ApiEnter, ApiExit, RecordHeader, RecordKind, TaskComplete, TaskSubmit};
+use tracer_common::{
+    ApiEnter, ApiExit, ChannelData, RecordHeader, RecordKind, TaskComplete, TaskSubmit,
+};
 
 /// One record from the kernel.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +28,14 @@ impl Record {
     }
 }
 
+/// A ring-buffer record: a fixed-size one, or a piece of profiling-channel bytes (kept out
+/// of [`Record`], which would grow to its size).
+#[derive(Debug, Clone, Copy)]
+pub enum Decoded {
+    Record(Record),
+    Channel(ChannelData),
+}
+
 /// Why a record could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecodeError {
@@ -33,17 +43,19 @@ pub enum DecodeError {
     UnknownKind(u8),
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     let kind = *bytes
         .first()
         .ok_or(DecodeError::Short { kind: 0, len: 0 })?;
-    match RecordKind::from_u8(kind).ok_or(DecodeError::UnknownKind(kind))? {
+    let record = match RecordKind::from_u8(kind).ok_or(DecodeError::UnknownKind(kind))? {
         RecordKind::ApiEnter => read::<ApiEnter>(bytes).map(Record::Enter),
         RecordKind::ApiExit => read::<ApiExit>(bytes).map(Record::Exit),
         RecordKind::ThreadExit => read::<RecordHeader>(bytes).map(Record::ThreadExit),
         RecordKind::TaskComplete => read::<TaskComplete>(bytes).map(Record::TaskComplete),
         RecordKind::TaskSubmit => read::<TaskSubmit>(bytes).map(Record::TaskSubmit),
-    }
+        RecordKind::ChannelData => return read::<ChannelData>(bytes).map(Decoded::Channel),
+    };
+    record.map(Decoded::Record)
 }
 
 /// A record the BPF programs write into the ring buffer, readable from its bytes.
@@ -65,6 +77,8 @@ unsafe impl WireRecord for ApiExit {}
 unsafe impl WireRecord for TaskComplete {}
 // SAFETY: as above.
 unsafe impl WireRecord for TaskSubmit {}
+// SAFETY: as above.
+unsafe impl WireRecord for ChannelData {}
 
 fn read<T: WireRecord>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < size_of::<T>() {
@@ -103,7 +117,7 @@ mod tests {
             ret: 3,
             ..Default::default()
         };
-        let Ok(Record::Exit(got)) = decode(record_bytes(&exit)) else {
+        let Ok(Decoded::Record(Record::Exit(got))) = decode(record_bytes(&exit)) else {
             panic!("exit record not decoded");
         };
         assert_eq!((got.correlation_id, got.ret, got.header.tid), (42, 3, 8));

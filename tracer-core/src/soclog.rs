@@ -2,7 +2,10 @@
 //! gets them from `prof_channel_read`: a byte stream of fixed-size records in which a
 //! read may end inside a record. [`SocLogReader`] carries the partial record over to the
 //! next read, as msPTI's channel reader does.
+use std::collections::HashMap;
+
 use tracer_catalog::{SOC_FUNC_BEGIN, SOC_FUNC_END, SOC_LOG, soc_log_ids};
+use tracer_common::{CHANNEL_CHUNK, ChannelData};
 
 /// Whether a record marks a task's start or its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +63,30 @@ impl SocLogReader {
     }
 }
 
+/// What other profilers read from the channels they own, copied by the BPF programs
+/// (passive mode): each reader's byte stream of each device is split on its own, since a
+/// read may end inside a record.
+#[derive(Debug, Default)]
+pub struct PassiveChannels {
+    readers: HashMap<(u32, u32), SocLogReader>,
+}
+
+impl PassiveChannels {
+    /// The complete records of a piece of a read (pieces of one read arrive in order).
+    pub fn push(&mut self, piece: &ChannelData) -> SocBatch {
+        let len = (piece.len as usize).min(CHANNEL_CHUNK);
+        let reader = self
+            .readers
+            .entry((piece.header.pid, piece.device_id))
+            .or_default();
+        SocBatch {
+            device: piece.device_id,
+            read_ns: piece.header.ts_ns,
+            records: reader.push(&piece.data[..len]),
+        }
+    }
+}
+
 /// A begin or end record; None for the other function types.
 fn parse(raw: &[u8]) -> Option<SocRecord> {
     let u16_at = |at: usize| Some(u16::from_le_bytes(raw.get(at..at + 2)?.try_into().ok()?));
@@ -112,6 +139,42 @@ mod tests {
             }]
         );
         assert_eq!((reader.skipped, reader.pending_bytes()), (1, 0));
+    }
+
+    fn piece(pid: u32, device: u32, bytes: &[u8]) -> ChannelData {
+        let mut data = [0u8; CHANNEL_CHUNK];
+        data[..bytes.len()].copy_from_slice(bytes);
+        ChannelData {
+            header: tracer_common::RecordHeader::new(
+                tracer_common::RecordKind::ChannelData,
+                0,
+                0,
+                pid,
+                pid,
+                5,
+            ),
+            device_id: device,
+            len: bytes.len() as u32,
+            offset: 0,
+            _pad: 0,
+            data,
+        }
+    }
+
+    /// Two profilers' reads (or two devices) interleaved in the ring buffer do not mix
+    /// their split records.
+    #[test]
+    fn passive_reads_are_split_per_reader_and_device() {
+        let (a, b) = (record(0, 1, 2, 10), record(1, 4, 5, 20));
+        let mut channels = PassiveChannels::default();
+        assert!(channels.push(&piece(7, 0, &a[..40])).records.is_empty());
+        assert!(channels.push(&piece(8, 0, &b[..10])).records.is_empty());
+        assert!(channels.push(&piece(7, 1, &b[..30])).records.is_empty());
+        let first = channels.push(&piece(7, 0, &a[40..]));
+        assert_eq!((first.device, first.read_ns), (0, 5));
+        assert_eq!(first.records[0].cnt, 10);
+        let second = channels.push(&piece(8, 0, &b[10..]));
+        assert_eq!(second.records[0].task_id, 5);
     }
 
     #[test]

@@ -10,15 +10,15 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use tracer_common::{
-    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, Frame, MAX_ARGS, MAX_DEPTH, ProbeRole, ProbeSpec,
-    RecordHeader, RecordKind, SPEC_QUIET, TEXT_FUNC_HANDLE, ThreadState,
+    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FRAME_COPY_CHANNEL, Frame, MAX_ARGS, MAX_DEPTH,
+    ProbeRole, ProbeSpec, RecordHeader, RecordKind, SPEC_QUIET, TEXT_FUNC_HANDLE, ThreadState,
 };
 
 use crate::maps::{
     EVENTS, LAYOUT, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
     read, submit_flags,
 };
-use crate::tasks;
+use crate::{channel, tasks};
 
 #[uprobe]
 pub(crate) fn api_enter(ctx: ProbeContext) -> u32 {
@@ -61,16 +61,19 @@ fn on_enter(ctx: &ProbeContext) {
     // SAFETY: a helper without arguments that only reads the clock.
     let ts_ns = unsafe { bpf_ktime_get_ns() };
     let (tgid, tid) = current_ids();
-    if !is_traced(tgid) {
+    let (probe, spec) = probe_of(ctx);
+    let traced = is_traced(tgid);
+    // Another profiler's channel reads are copied whichever process makes them.
+    let passive = spec.role == ProbeRole::ChannelRead as u8 && channel::wants(ctx, tgid);
+    if !traced && !passive {
         return;
     }
-    let (probe, spec) = probe_of(ctx);
     let args = read_args(ctx);
     if spec.role == ProbeRole::SqSend as u8 {
         tasks::on_sq_send(&args, tgid, tid, ts_ns);
     }
-    let quiet = spec.flags & SPEC_QUIET != 0;
-    if quiet && spec.role != ProbeRole::CqRecv as u8 {
+    let quiet = spec.flags & SPEC_QUIET != 0 || !traced;
+    if quiet && spec.role != ProbeRole::CqRecv as u8 && !passive {
         return;
     }
     let Some(state) = thread_state(tid) else {
@@ -90,14 +93,17 @@ fn on_enter(ctx: &ProbeContext) {
     };
     *frame = Frame {
         correlation_id,
-        // A CQ receive keeps its `halReportRecvInfo` pointer for EXIT.
+        // A CQ receive keeps its `halReportRecvInfo` pointer for EXIT, a channel read
+        // its buffer.
         out_ptr: if spec.role == ProbeRole::CqRecv as u8 {
             args[1]
+        } else if passive {
+            args[2]
         } else {
             arg(&args, spec.out_arg)
         },
         probe,
-        _pad: 0,
+        flags: if passive { FRAME_COPY_CHANNEL } else { 0 },
         aux: args[0] as u32,
     };
     state.depth = depth as u32 + 1;
@@ -245,7 +251,10 @@ fn on_exit(ctx: &RetProbeContext) {
     if spec.role == ProbeRole::CqRecv as u8 && ret as u32 == 0 {
         tasks::on_cq_recv(frame.out_ptr, frame.aux, tgid, tid, ts_ns);
     }
-    if spec.flags & SPEC_QUIET != 0 {
+    if frame.flags & FRAME_COPY_CHANNEL != 0 {
+        channel::on_read(frame.out_ptr, frame.aux, ret, tgid, tid, ts_ns);
+    }
+    if spec.flags & SPEC_QUIET != 0 || !is_traced(tgid) {
         return;
     }
     let (out_value, flags) = read_out(frame.out_ptr, spec.out_size);

@@ -35,7 +35,7 @@ use tracer_catalog as catalog;
 use tracer_core::{
     clock::ClockReading,
     correlate::{Correlator, FinalState},
-    decode::{Record, WireRecord, decode, record_bytes},
+    decode::{Decoded, Record, WireRecord, decode, record_bytes},
 };
 
 /// What to replay.
@@ -145,7 +145,7 @@ pub(crate) fn replay(opts: &ReplayOptions) -> Result<ReplayReport> {
         // As agent::poll_ring + agent::consume: decode a batch, correlate it, write its rows.
         batch.clear();
         for &(start, len) in &spans {
-            if let Ok(record) = decode(&bytes[start..start + len]) {
+            if let Ok(Decoded::Record(record)) = decode(&bytes[start..start + len]) {
                 batch.push(record);
             }
         }
