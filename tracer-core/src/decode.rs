@@ -28,12 +28,12 @@ impl Record {
     }
 }
 
-/// A ring-buffer record: a fixed-size one, or a piece of profiling-channel bytes (kept out
-/// of [`Record`], which would grow to its size).
-#[derive(Debug, Clone, Copy)]
+/// A ring-buffer record: a fixed-size one, or a piece of profiling-channel bytes (boxed and
+/// kept out of [`Record`], which would grow to its size).
+#[derive(Debug, Clone)]
 pub enum Decoded {
     Record(Record),
-    Channel(ChannelData),
+    Channel(Box<ChannelData>),
 }
 
 /// Why a record could not be decoded.
@@ -53,7 +53,9 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         RecordKind::ThreadExit => read::<RecordHeader>(bytes).map(Record::ThreadExit),
         RecordKind::TaskComplete => read::<TaskComplete>(bytes).map(Record::TaskComplete),
         RecordKind::TaskSubmit => read::<TaskSubmit>(bytes).map(Record::TaskSubmit),
-        RecordKind::ChannelData => return read::<ChannelData>(bytes).map(Decoded::Channel),
+        RecordKind::ChannelData => {
+            return read::<ChannelData>(bytes).map(|piece| Decoded::Channel(Box::new(piece)));
+        }
     };
     record.map(Decoded::Record)
 }
