@@ -1,10 +1,15 @@
 //! Naming addresses inside traced processes: a kernel stub passed to `rtKernelLaunch` that
-//! was registered before tracing began is named by the ELF symbol it points at.
+//! was registered before tracing began is named by the ELF symbol it points at, and the
+//! kernels of a device binary registered with `rtRegisterAllKernel` by the symbols of the
+//! ELF it carries (read from the process's memory).
 use std::{collections::HashMap, fs, path::PathBuf, sync::Arc};
 
 use tracer_core::correlate::Symbolize;
 
-use crate::symbols::SymbolTable;
+use crate::symbols::{SymbolTable, kernel_symbols};
+
+/// Device binaries larger than this are not read.
+const MAX_DEV_BINARY: u64 = 256 << 20;
 
 /// Caches symbol tables per file and answers per-process address lookups.
 #[derive(Default)]
@@ -28,6 +33,32 @@ impl Symbolize for Symbolizer {
             .function_at_file_offset(file_offset)
             .map(str::to_owned)
     }
+
+    fn binary_kernels(&mut self, pid: u32, data: u64, len: u64) -> Vec<String> {
+        if len > MAX_DEV_BINARY {
+            return Vec::new();
+        }
+        read_memory(pid, data, len as usize)
+            .map(|elf| kernel_symbols(&elf))
+            .unwrap_or_default()
+    }
+}
+
+/// `len` bytes at `addr` in process `pid`, if all of them could be read.
+fn read_memory(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` describes `buf`, writable for `len` bytes; the kernel checks the remote
+    // range and fails the call rather than touching memory it does not map.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    (usize::try_from(n).ok() == Some(len)).then_some(buf)
 }
 
 /// If the maps `line` covers `addr`, its file path and the file offset of `addr`.

@@ -95,6 +95,19 @@ fn unversioned(name: &str) -> &str {
     name.split_once('@').map_or(name, |(base, _)| base)
 }
 
+/// The kernel names of a device ELF (a CANN kernel binary): its defined function symbols,
+/// whatever their addresses (device code is not loaded at host addresses). A blob that is
+/// not an ELF has none.
+pub fn kernel_symbols(data: &[u8]) -> Vec<String> {
+    let Ok(file) = object::File::parse(data) else {
+        return Vec::new();
+    };
+    file.symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.is_global())
+        .filter_map(|s| s.name().ok().map(str::to_owned))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,7 +57,84 @@ pub fn assert_timed_by_channel(recording: &Recording) {
 /// An alignment error and the error bound the clock model claimed for it, in ns.
 pub type Aligned = (u64, f64);
 
-/// Checks every truth task against its row; returns the alignment errors with their bounds.
+/// A row the truth says the trace must have: one per task, except that the tasks of one
+/// call of a folded kind (a memset made of copies, a collective made of notifies and
+/// transfers) make one row spanning them all.
+#[derive(Debug)]
+pub struct Expected {
+    pub table: &'static str,
+    /// The first task (by submission) of the row.
+    pub task: Value,
+    pub start_cnt: u64,
+    pub end_cnt: u64,
+    /// Host times of the first begin and the last end.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Largest and summed bytes of the tasks.
+    pub max_bytes: u64,
+    pub sum_bytes: u64,
+    pub tasks: usize,
+}
+
+/// Truth kinds whose tasks of one call fold into one row (`TaskKind::FOLDED`).
+const FOLDED: [&str; 2] = ["MEMSET", "HCCL"];
+
+/// The rows the truth tasks call for.
+pub fn expected_rows(tasks: &[Value]) -> Vec<Expected> {
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let mut groups: Vec<Vec<&Value>> = Vec::new();
+    let mut folded: HashMap<(u64, u64, u64, u64, String), usize> = HashMap::new();
+    let mut ordered: Vec<&Value> = tasks.iter().collect();
+    ordered.sort_by_key(|t| u(&t["submit_ns"]));
+    for task in ordered {
+        let kind = task["kind"].as_str().unwrap_or("");
+        if FOLDED.contains(&kind) && !task["api_enter_ns"].is_null() {
+            let key = (
+                u(&task["pid"]),
+                u(&task["tid"]),
+                u(&task["device"]),
+                u(&task["api_enter_ns"]),
+                kind.to_owned(),
+            );
+            let next = groups.len();
+            let at = *folded.entry(key).or_insert(next);
+            if at == next {
+                groups.push(Vec::new());
+            }
+            groups[at].push(task);
+        } else {
+            groups.push(vec![task]);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|group| Expected {
+            table: task_table(group[0]["kind"].as_str().unwrap()).unwrap(),
+            task: group[0].clone(),
+            start_cnt: group.iter().map(|t| u(&t["start_cnt"])).min().unwrap(),
+            end_cnt: group.iter().map(|t| u(&t["end_cnt"])).max().unwrap(),
+            start_ns: group.iter().map(|t| u(&t["start_ns"])).min().unwrap(),
+            end_ns: group.iter().map(|t| u(&t["end_ns"])).max().unwrap(),
+            max_bytes: group.iter().map(|t| u(&t["bytes"])).max().unwrap(),
+            sum_bytes: group.iter().map(|t| u(&t["bytes"])).sum(),
+            tasks: group.len(),
+        })
+        .collect()
+}
+
+/// The sync-table kind of a task of SQE type `sqe_type` (STARS v100 numbers).
+fn sync_kind(sqe_type: Option<u64>) -> Option<&'static str> {
+    Some(match sqe_type? {
+        3 => "PLACE_HOLDER",
+        4 => "EVENT_RECORD",
+        5 => "EVENT_WAIT",
+        6 => "NOTIFY_RECORD",
+        7 => "NOTIFY_WAIT",
+        _ => return None,
+    })
+}
+
+/// Checks every row the truth calls for; returns the alignment errors with their bounds.
 pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
     let session = recording.session();
     let api: HashMap<u64, Row> = recording
@@ -70,32 +147,39 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
         rows.insert(table, recording.table(table));
     }
     let total_rows: usize = rows.values().map(Vec::len).sum();
-    let tasks = truth_tasks(recording);
-    assert_eq!(total_rows, tasks.len(), "one row per device task");
+    let expected = expected_rows(&truth_tasks(recording));
+    assert_eq!(
+        total_rows,
+        expected.len(),
+        "one row per device task (or folded call)"
+    );
     let mut errors = Vec::new();
-    for task in &tasks {
-        let table = task_table(task["kind"].as_str().unwrap()).unwrap();
+    for want in &expected {
+        let (table, task) = (want.table, &want.task);
         let key = |r: &Row| {
             (
                 r["pid"].clone(),
                 r["device_id"].clone(),
-                r["stream_id"].clone(),
-                r["task_id"].clone(),
                 r["device_start_cnt"].clone(),
             )
         };
-        let want = (
+        let wanted = (
             task["pid"].clone(),
             task["device"].clone(),
-            task["stream"].clone(),
-            task["task"].clone(),
-            task["start_cnt"].clone(),
+            Value::from(want.start_cnt),
         );
-        let matches: Vec<&Row> = rows[table].iter().filter(|r| key(r) == want).collect();
-        assert_eq!(matches.len(), 1, "task {task} in {table}: {matches:?}");
+        let matches: Vec<&Row> = rows[table].iter().filter(|r| key(r) == wanted).collect();
+        assert_eq!(matches.len(), 1, "{want:?} in {table}: {matches:?}");
         let row = matches[0];
-        let ctx = format!("truth {task}\nrow {row:?}");
-        assert_eq!(row["device_end_cnt"], task["end_cnt"], "{ctx}");
+        let ctx = format!("truth {want:?}\nrow {row:?}");
+        assert_eq!(row["device_end_cnt"], want.end_cnt, "{ctx}");
+        if want.tasks == 1 {
+            assert_eq!(
+                (&row["stream_id"], &row["task_id"]),
+                (&task["stream"], &task["task"]),
+                "{ctx}"
+            );
+        }
         assert_eq!(row["status"], task["status"], "status: {ctx}");
         assert_eq!(row["tid"], task["tid"], "submitting thread: {ctx}");
         let call = api
@@ -116,23 +200,30 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
             "the outermost call: {ctx}"
         );
         match table {
-            "kernel" => {
-                assert_eq!(row["name"], task["name"], "kernel name: {ctx}")
-            }
-            "memcpy" | "memset" | "hccl" => {
-                assert_eq!(int(&row["bytes"]), int(&task["bytes"]), "bytes: {ctx}")
-            }
+            "kernel" => assert_eq!(row["name"], task["name"], "kernel name: {ctx}"),
+            "memcpy" => assert_eq!(
+                int(&row["bytes"]),
+                Some(want.sum_bytes.into()),
+                "bytes: {ctx}"
+            ),
+            "memset" => assert_eq!(
+                int(&row["bytes"]),
+                Some(want.sum_bytes.into()),
+                "bytes: {ctx}"
+            ),
+            "hccl" => assert_eq!(
+                int(&row["bytes"]),
+                Some(want.max_bytes.into()),
+                "bytes: {ctx}"
+            ),
             "sync" => {
-                let kind = match task["sqe_type"].as_u64() {
-                    Some(4) => "EVENT_RECORD",
-                    Some(5) => "EVENT_WAIT",
-                    other => panic!("an event task of SQE type {other:?}: {ctx}"),
-                };
+                let kind = sync_kind(task["sqe_type"].as_u64())
+                    .unwrap_or_else(|| panic!("a sync task of an unknown SQE type: {ctx}"));
                 assert_eq!(row["kind"], kind, "{ctx}");
             }
             _ => {}
         }
-        for (ours, truth) in [("start_ns", "start_ns"), ("end_ns", "end_ns")] {
+        for (ours, truth_ns) in [("start_ns", want.start_ns), ("end_ns", want.end_ns)] {
             let ours = row[ours]
                 .as_u64()
                 .unwrap_or_else(|| panic!("no {ours}: {ctx}"));
@@ -140,7 +231,7 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
             let bound = session.clocks[&device]
                 .error_bound_ns
                 .unwrap_or_else(|| panic!("device {device} has no error bound: {ctx}"));
-            errors.push((ours.abs_diff(task[truth].as_u64().unwrap()), bound));
+            errors.push((ours.abs_diff(truth_ns), bound));
         }
     }
     errors

@@ -20,7 +20,7 @@ pub fn task_table(kind: &str) -> Option<&'static str> {
         "MEMCPY" => Some("memcpy"),
         "MEMSET" => Some("memset"),
         "HCCL" => Some("hccl"),
-        "EVENT" => Some("sync"),
+        "EVENT" | "FLIP" => Some("sync"),
         _ => None,
     }
 }

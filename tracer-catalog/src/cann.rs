@@ -40,7 +40,8 @@ pub static CATALOG: &[ProbeDef] = &[
         "aclrtSynchronizeStream",
         Acl,
         &[a(0, "stream", Stream)],
-    ),
+    )
+    .task(TaskKind::Sync),
     f(
         AscendCl,
         "aclrtMalloc",
@@ -127,7 +128,7 @@ pub static CATALOG: &[ProbeDef] = &[
     .role(Role::LaunchByHandle)
     .task(TaskKind::Kernel),
     f(AscendCl, "aclrtGetDevice", Acl, &[]).out(0, 4, DeviceId),
-    f(AscendCl, "aclrtSynchronizeDevice", Acl, &[]),
+    f(AscendCl, "aclrtSynchronizeDevice", Acl, &[]).task(TaskKind::Sync),
     f(AscendCl, "aclrtCreateEvent", Acl, &[]).out(0, 8, Handle),
     f(AscendCl, "aclrtDestroyEvent", Acl, &[a(0, "event", Handle)]),
     f(
@@ -149,7 +150,8 @@ pub static CATALOG: &[ProbeDef] = &[
         "aclrtSynchronizeEvent",
         Acl,
         &[a(0, "event", Handle)],
-    ),
+    )
+    .task(TaskKind::Sync),
     // ---- libruntime.so ----
     f(RtL, "rtSetDevice", Rt, &[a(0, "devId", DeviceId)]).cb(CbRt, 1),
     f(RtL, "rtDeviceReset", Rt, &[a(0, "devId", DeviceId)]).cb(CbRt, 2),
@@ -157,7 +159,9 @@ pub static CATALOG: &[ProbeDef] = &[
         .out(0, 8, Stream)
         .cb(CbRt, 7),
     f(RtL, "rtStreamDestroy", Rt, &[a(0, "stm", Stream)]).cb(CbRt, 8),
-    f(RtL, "rtStreamSynchronize", Rt, &[a(0, "stm", Stream)]).cb(CbRt, 9),
+    f(RtL, "rtStreamSynchronize", Rt, &[a(0, "stm", Stream)])
+        .cb(CbRt, 9)
+        .task(TaskKind::Sync),
     f(RtL, "rtEventCreate", Rt, &[]).out(0, 8, Handle),
     f(
         RtL,
@@ -166,7 +170,7 @@ pub static CATALOG: &[ProbeDef] = &[
         &[a(0, "evt", Handle), a(1, "stm", Stream)],
     )
     .task(TaskKind::Sync),
-    f(RtL, "rtEventSynchronize", Rt, &[a(0, "evt", Handle)]),
+    f(RtL, "rtEventSynchronize", Rt, &[a(0, "evt", Handle)]).task(TaskKind::Sync),
     f(
         RtL,
         "rtMalloc",
@@ -241,9 +245,15 @@ pub static CATALOG: &[ProbeDef] = &[
     .task(TaskKind::Memset)
     .asynchronous(),
     f(RtL, "rtDevBinaryRegister", Rt, &[]).out(1, 8, Handle),
+    // The kernel's name is the 4th argument, kernelInfoExt (the device function's name);
+    // the 3rd, stubName, names the host stub (RT runtime.cc `Runtime::KernelRegister`).
     f(RtL, "rtFunctionRegister", Rt, &[a(1, "stubFunc", Handle)])
-        .text(2, Text::KernelName)
+        .text(3, Text::KernelName)
         .role(Role::RegisterStub),
+    f(RtL, "rtRegisterAllKernel", Rt, &[a(0, "bin", Address)])
+        .text(0, Text::DevBinary)
+        .out(1, 8, Handle)
+        .role(Role::RegisterAllKernels),
     f(
         RtL,
         "rtKernelLaunch",
@@ -302,7 +312,7 @@ pub static CATALOG: &[ProbeDef] = &[
     f(RtL, "rtGetTaskIdAndStreamID", Rt, &[]).out(0, 4, Value),
     f(RtL, "rtGetDevice", Rt, &[]).out(0, 4, DeviceId),
     f(RtL, "rtGetDeviceCount", Rt, &[]).out(0, 4, Count),
-    f(RtL, "rtDeviceSynchronize", Rt, &[]),
+    f(RtL, "rtDeviceSynchronize", Rt, &[]).task(TaskKind::Sync),
     f(
         RtL,
         "rtStreamWaitEvent",

@@ -6,12 +6,18 @@ use tracer_schema::vocab::{KernelType, SyncKind};
 use crate::model::TaskKind;
 
 /// Layout description of the driver's task interface (`ascend_hal_base.h`: struct
-/// halTaskSendInfo, struct halReportRecvInfo; `rtStarsSqeHeader_t`), of the logic CQE in the
-/// format the simulator documents (`docs/simulator.md`), and of function handles: hicann/
-/// runtime's `class Kernel` keeps `std::string name_` at +24 (data pointer, length at +32);
-/// runtimes since 2026-04 hand out an `rtInnerObject { uint64_t magic = "FUNC"; void *object; }`
-/// wrapping it, older ones the `Kernel*` itself (real-device-path.md section 4). Both are
-/// told apart by the magic. A CANN release whose structures differ supplies its own.
+/// halTaskSendInfo, struct halReportRecvInfo; `rtStarsSqeHeader_t`, RT
+/// `pkg_inc/runtime/rt_external_stars_define.h`), of the 32-byte logic CQE (`rtCqReport_t`,
+/// RT `src/runtime/core/inc/task/task_info_base.hpp`, = the kernel's `trs_logic_cqe`, DRV
+/// `src/sdk_driver/trsdrv/trs/inc/trs_core.h`: streamId@0 taskId@2 errorCode@4 errorType@8
+/// sqeType@9 sqId@10 sqHead@12 flags@14, a u64 @16 that holds a device syscnt only for the
+/// SQE types [`cqe_has_timestamp`] names), and of function handles: hicann/runtime's `class
+/// Kernel` keeps `std::string name_` at +24 (data pointer, length at +32); runtimes since
+/// 2026-04 hand out an `rtInnerObject { uint64_t magic = "FUNC"; void *object; }` wrapping it,
+/// older ones the `Kernel*` itself (real-device-path.md section 4). Both are told apart by
+/// the magic. Stream id fields may carry flags above the id (`RT_SYNC_TASK_FLAG` 0x8000);
+/// the profiling channel keeps ids modulo 2048, so both sides keep the low 11 bits. A CANN
+/// release whose structures differ supplies its own.
 pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     send_sqe_addr: 16,
     send_sqe_num: 24,
@@ -31,7 +37,7 @@ pub const DEVICE_LAYOUT: DeviceLayout = DeviceLayout {
     cqe_status: 4,
     cqe_sqe_type: 9,
     cqe_end_cnt: 16,
-    cqe_start_cnt: 24,
+    stream_mask: 0x07ff,
     handle_magic_offset: 0,
     handle_object_offset: 8,
     handle_name_ptr: 24,
@@ -101,19 +107,26 @@ pub const DEVICE_ERRORS: &[(u32, &str)] = &[
     (107_020, "ACL_ERROR_RT_TASK_TIMEOUT"),
 ];
 
-/// What a task's SQE type says it is (numbering as the layout above): the task kind, used
-/// when the API call that submitted it is unknown, and the compute unit of kernels.
+/// What a task's SQE type says it is, numbered as STARS v100 (910B/910_93) numbers them (RT
+/// `src/runtime/core/inc/sqe/v100/stars_sqe.hpp`): the task kind, used when the API call
+/// that submitted it is unknown, and the compute unit of kernels. 0 is the FFTS task that
+/// runs both AI Core and AI Vector kernels; 3 a place holder (the record stream synchronize
+/// waits for, the runtime's flip task); 11 SDMA (copies, and memsets made of copies).
 pub fn sqe_task_kind(sqe_type: u8) -> Option<(TaskKind, KernelType)> {
     match sqe_type {
         0 => Some((TaskKind::Kernel, KernelType::AiCore)),
         1 => Some((TaskKind::Kernel, KernelType::AiCpu)),
-        2 => Some((TaskKind::Kernel, KernelType::AiVector)),
-        4..=7 => Some((TaskKind::Sync, KernelType::Unknown)),
+        3..=8 => Some((TaskKind::Sync, KernelType::Unknown)),
         11 => Some((TaskKind::Memcpy, KernelType::Unknown)),
-        12 => Some((TaskKind::Memset, KernelType::Unknown)),
-        13 => Some((TaskKind::Collective, KernelType::Unknown)),
         _ => None,
     }
+}
+
+/// Whether a completion entry of a task of this SQE type carries a device timestamp (its
+/// end): the driver stamps only event records and place holders, and rewrites their SQE
+/// type to 4 or 3 (DRV `stars_v1/trs_stars_cq.c` `trs_stars_cqe_to_logic_cqe`).
+pub fn cqe_has_timestamp(sqe_type: u8) -> bool {
+    matches!(sqe_type, 3 | 4)
 }
 
 /// What a synchronization task does, from its SQE type (STARS v100: 4/5 event record/wait,
@@ -124,6 +137,8 @@ pub fn sqe_sync_kind(sqe_type: u8) -> SyncKind {
         5 => SyncKind::EventWait,
         6 => SyncKind::NotifyRecord,
         7 => SyncKind::NotifyWait,
+        3 => SyncKind::PlaceHolder,
+        8 => SyncKind::WriteValue,
         _ => SyncKind::Unknown,
     }
 }

@@ -19,7 +19,7 @@ pub use cann::CATALOG;
 pub use decode::{acl_memcpy_kind, hccl_data_type, hccl_reduce_op, rt_memcpy_kind};
 pub use layout::{
     DEVICE_ERRORS, DEVICE_LAYOUT, SOC_FUNC_BEGIN, SOC_FUNC_END, SOC_LOG, SOC_LOG_CHANNEL,
-    SocLogLayout, soc_log_ids, sqe_sync_kind, sqe_task_kind,
+    SocLogLayout, cqe_has_timestamp, soc_log_ids, sqe_sync_kind, sqe_task_kind,
 };
 pub use model::{
     Arg, Column, Domain, Library, MsptiDomain, Out, Payload, ProbeDef, Ret, Role, TaskKind, Text,

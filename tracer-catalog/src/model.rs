@@ -1,5 +1,5 @@
 //! The probe model: what a catalog entry says about a traced function.
-use tracer_common::{NO_ARG, ProbeRole, ProbeSpec, SPEC_QUIET, TEXT_FUNC_HANDLE};
+use tracer_common::{NO_ARG, ProbeRole, ProbeSpec, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_RAW};
 use tracer_schema::{rows::ApiArgs, vocab::MemoryKind};
 
 use crate::decode::{acl_memcpy_kind, hccl_data_type, hccl_reduce_op, rt_memcpy_kind};
@@ -139,10 +139,13 @@ pub(crate) const fn a(index: u8, name: &'static str, column: Column) -> Arg {
 pub enum Text {
     KernelName,
     Message,
+    /// A pointer to an `rtDevBinary_t` (u32 magic, u32 version, data pointer, u64 length):
+    /// its bytes are captured as they are.
+    DevBinary,
 }
 
 /// The device task a call submits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskKind {
     Kernel,
     Memcpy,
@@ -150,6 +153,16 @@ pub enum TaskKind {
     Collective,
     /// Event record or wait, notify: ordering between streams, no data.
     Sync,
+}
+
+impl TaskKind {
+    /// Kinds whose tasks of one call make one row: the runtime performs a memset as one or
+    /// more copies, and a collective as notifies and transfers.
+    pub const FOLDED: [TaskKind; 2] = [TaskKind::Memset, TaskKind::Collective];
+
+    pub fn folds(self) -> bool {
+        Self::FOLDED.contains(&self)
+    }
 }
 
 /// What one rank puts into a collective, from its arguments.
@@ -197,12 +210,18 @@ pub enum Role {
     RegisterStub,
     /// `aclrtBinaryGetFunction`: the returned function handle is named by the text argument.
     RegisterFunction,
+    /// `rtRegisterAllKernel(bin, hdl)`: every kernel symbol of the device ELF that `bin`
+    /// (an `rtDevBinary_t`, address column) carries becomes a function of the returned
+    /// binary handle, found by the tiling key its name ends in (`_<digits>`, RT
+    /// `program.cc` `ElfProgram::BuildNewKernel`).
+    RegisterAllKernels,
     /// Launch whose handle column is a function handle named by [`Role::RegisterFunction`].
     LaunchByHandle,
     /// Launch whose handle column is a stub named by [`Role::RegisterStub`] or its ELF symbol.
     LaunchByStub,
-    /// `rtKernelLaunchWithHandleV2(hdl, tilingKey, ...)`: the kernel is function number
-    /// `tilingKey` (value column) registered on binary `hdl`, in registration order.
+    /// `rtKernelLaunchWithHandleV2(hdl, tilingKey, ...)`: on a binary of
+    /// [`Role::RegisterAllKernels`] the kernel whose name ends in `_<tilingKey>`; otherwise
+    /// function number `tilingKey` registered on binary `hdl`, in registration order.
     LaunchByTilingKey,
     MarkA,
     RangeStartA,
@@ -318,10 +337,10 @@ impl ProbeDef {
             text_arg: self.text.map_or(NO_ARG, |(i, _)| i),
             out_arg,
             out_size,
-            text_flags: if self.text_from_handle {
-                TEXT_FUNC_HANDLE
-            } else {
-                0
+            text_flags: match self.text {
+                _ if self.text_from_handle => TEXT_FUNC_HANDLE,
+                Some((_, Text::DevBinary)) => TEXT_RAW,
+                _ => 0,
             },
             _pad: 0,
             role: self.device_role as u8,

@@ -249,7 +249,7 @@ pub struct ProbeSpec {
     /// Bytes read through `out_arg` (1..=8).
     pub out_size: u8,
     /// [`TEXT_FUNC_HANDLE`]: `text_arg` is a function handle, named through the handle
-    /// layout of [`DeviceLayout`].
+    /// layout of [`DeviceLayout`]; [`TEXT_RAW`]: it points to bytes copied as they are.
     pub text_flags: u8,
     pub _pad: u16,
     /// A [`ProbeRole`] as u8: what else the probe does besides ENTER/EXIT.
@@ -261,6 +261,12 @@ pub struct ProbeSpec {
 /// `ProbeSpec::text_flags`: the text argument is a function handle; the kernel name is read
 /// through the handle layout.
 pub const TEXT_FUNC_HANDLE: u8 = 1;
+/// `ProbeSpec::text_flags`: the text argument points to a structure whose first
+/// [`RAW_TEXT_LEN`] bytes are copied as they are (an `rtDevBinary_t`, which lives on the
+/// caller's stack only during the call).
+pub const TEXT_RAW: u8 = 2;
+/// Bytes copied for [`TEXT_RAW`].
+pub const RAW_TEXT_LEN: usize = 24;
 /// `ProbeSpec::flags`: the function is attached for its role only; its calls are not
 /// reported as API records (e.g. the driver's SQ/CQ calls when the driver domain is off).
 pub const SPEC_QUIET: u8 = 1;
@@ -316,14 +322,18 @@ pub struct DeviceLayout {
     pub recv_cqe_addr: u16,
     pub recv_report_num: u16,
     /// Bytes per CQE, and its fields: stream id, task id (u16), error code (u32), SQE type
-    /// (u8), device end and start syscnt (u64).
+    /// (u8), and a u64 that holds the device syscnt of the task's end only for entries of
+    /// the SQE types the catalog says are timestamped (no CQE carries a start time).
     pub cqe_size: u16,
     pub cqe_stream: u16,
     pub cqe_task: u16,
     pub cqe_status: u16,
     pub cqe_sqe_type: u16,
     pub cqe_end_cnt: u16,
-    pub cqe_start_cnt: u16,
+    /// The bits of a stream id field that name the stream: the rest are flags (the
+    /// runtime's `RT_SYNC_TASK_FLAG`, 0x8000), and the profiling channel keeps stream ids
+    /// modulo 2048.
+    pub stream_mask: u16,
     /// A function handle (`aclrtFuncHandle`, `rtFuncHandle`): when the u64 at
     /// `handle_magic_offset` is `handle_wrapper_magic` (non-zero), the handle wraps the kernel
     /// object, whose pointer is at `handle_object_offset`; otherwise the handle is the kernel

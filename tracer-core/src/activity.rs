@@ -66,6 +66,71 @@ struct Held {
     context: Option<TaskContext>,
 }
 
+/// The tasks of one call that make one row: a memset the runtime performs as several
+/// copies, a collective made of notifies and transfers. The row spans them all; it is
+/// written once the call has returned and its last task was timed (or given up on).
+struct Span {
+    /// Tasks submitted (counted as their submissions arrive) and turned into rows.
+    submitted: u32,
+    seen: u32,
+    /// The first task seen, with the earliest begin and the latest end of all.
+    task: Option<DeviceTask>,
+    sqe_type: u8,
+    block_dim: u16,
+    context: Option<TaskContext>,
+}
+
+impl Span {
+    fn new() -> Self {
+        Self {
+            submitted: 0,
+            seen: 0,
+            task: None,
+            sqe_type: 0,
+            block_dim: 0,
+            context: None,
+        }
+    }
+
+    fn add(
+        &mut self,
+        task: DeviceTask,
+        sqe_type: u8,
+        block_dim: u16,
+        context: Option<TaskContext>,
+    ) {
+        self.seen += 1;
+        let Some(span) = &mut self.task else {
+            (self.task, self.sqe_type, self.block_dim, self.context) =
+                (Some(task), sqe_type, block_dim, context);
+            return;
+        };
+        span.start_ns = earliest(span.start_ns, task.start_ns);
+        span.device_start_cnt = earliest(span.device_start_cnt, task.device_start_cnt);
+        span.end_ns = span.end_ns.max(task.end_ns);
+        span.device_end_cnt = span.device_end_cnt.max(task.device_end_cnt);
+        if span.status == Some(0) {
+            span.status = task.status;
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.seen >= self.submitted
+            && self
+                .context
+                .as_ref()
+                .is_some_and(|c| c.returned_ns.is_some())
+    }
+}
+
+/// The earlier of two optional times (a missing one does not count).
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        _ => a.or(b),
+    }
+}
+
 /// A task on a device (device, stream, task): what the profiling channel's records name.
 type DeviceTaskKey = (u32, u16, u16);
 
@@ -101,6 +166,8 @@ pub struct Activity {
     unmatched: HashMap<DeviceTaskKey, Unmatched>,
     /// Completion-queue error statuses of channel-timed tasks, applied when they are emitted.
     cqe_status: HashMap<DeviceTaskKey, u32>,
+    /// Calls whose tasks fold into one row, by (correlation id, kind).
+    spans: HashMap<(u64, TaskKind), Span>,
     comms: HashMap<(u32, u64), Comm>,
     comms_per_pid: HashMap<u32, u32>,
     allocations: HashMap<(u32, u64), u64>,
@@ -143,6 +210,16 @@ impl Activity {
     pub fn call_returned(&mut self, def: &ProbeDef, row: &ApiRow, outermost: u64) {
         if let Some(context) = self.contexts.get_mut(&row.correlation_id) {
             context.returned_ns = row.end_ns;
+            for kind in TaskKind::FOLDED {
+                if let Some(span) = self.spans.get_mut(&(row.correlation_id, kind)) {
+                    if let Some(c) = &mut span.context {
+                        c.returned_ns = row.end_ns;
+                    }
+                    if span.complete() {
+                        self.close_span(row.correlation_id, kind);
+                    }
+                }
+            }
         }
         match def.role {
             Role::Alloc(kind) => self.memory_row(row, outermost, MemoryOperation::Allocation, kind),
@@ -236,11 +313,18 @@ impl Activity {
         // A device in use: the agent starts sampling its clock now, not at its first timed
         // task, which the channel reports tens of ms later.
         self.clock(submit.device_id);
-        if submit.info.correlation_id != 0 {
-            *self
-                .tasks_per_call
-                .entry(submit.info.correlation_id)
-                .or_default() += 1;
+        let correlation_id = submit.info.correlation_id;
+        if correlation_id != 0 {
+            *self.tasks_per_call.entry(correlation_id).or_default() += 1;
+            let context = self.contexts.get(&correlation_id);
+            if let Some(kind) = task_kind(submit.info.sqe_type, context)
+                && kind.folds()
+            {
+                self.spans
+                    .entry((correlation_id, kind))
+                    .or_insert_with(Span::new)
+                    .submitted += 1;
+            }
         }
         if !self.soc_devices.contains_key(&submit.device_id) {
             return;
@@ -333,11 +417,7 @@ impl Activity {
     pub fn completed(&mut self, done: &TaskComplete) {
         // A task submitted before tracing began (no submission joined, `submit_ns` 0) had
         // its begin before the channel started: only its completion entry can time it.
-        let channel_timed = self
-            .soc_devices
-            .get(&done.device_id)
-            .is_some_and(|&since| done.info.submit_ns != 0 && done.info.submit_ns >= since);
-        if channel_timed {
+        if self.soc_devices.contains_key(&done.device_id) {
             // The channel times this task; the entry says only whether it failed.
             if done.status != 0 {
                 let key = (done.device_id, done.stream_id, done.task_id);
@@ -345,7 +425,13 @@ impl Activity {
             }
             return;
         }
-        self.timed(done);
+        // No channel: an entry carries the task's end only for the SQE types the driver
+        // stamps, and never its start.
+        let mut done = *done;
+        if done.status != 0 || !catalog::cqe_has_timestamp(done.sqe_type) {
+            done.end_cnt = 0;
+        }
+        self.timed(&done);
     }
 
     /// A task with device times, from either source.
@@ -353,7 +439,9 @@ impl Activity {
         self.stats.tasks += 1;
         let recv_ns = done.header.ts_ns;
         self.latest_ns = self.latest_ns.max(recv_ns);
-        if done.info.submit_ns != 0 {
+        // Only a task with both device times bounds the clock (a completion entry has at
+        // most its end).
+        if done.info.submit_ns != 0 && done.start_cnt != 0 && done.end_cnt != 0 {
             self.clock(done.device_id).add_task(
                 done.info.submit_ns,
                 done.start_cnt,
@@ -431,6 +519,20 @@ impl Activity {
         let expired = self.latest_ns.saturating_sub(CONTEXT_TTL_NS);
         self.contexts
             .retain(|_, c| c.returned_ns.is_none_or(|t| t > expired));
+        let stale: Vec<(u64, TaskKind)> = self
+            .spans
+            .iter()
+            .filter(|(_, s)| {
+                s.context
+                    .as_ref()
+                    .and_then(|c| c.returned_ns)
+                    .is_some_and(|t| t <= expired)
+            })
+            .map(|(&key, _)| key)
+            .collect();
+        for (correlation_id, kind) in stale {
+            self.close_span(correlation_id, kind);
+        }
         // Counts only serve contexts: tasks of calls without one (or whose tasks are never
         // timed) must not pile up.
         let contexts = &self.contexts;
@@ -461,6 +563,11 @@ impl Activity {
         waiting.sort_by_key(|(_, info)| info.submit_ns);
         for (key, info) in &waiting {
             self.missing_completion(key, info, now_ns);
+        }
+        let mut open: Vec<(u64, TaskKind)> = self.spans.keys().copied().collect();
+        open.sort_unstable_by_key(|&(correlation_id, _)| correlation_id);
+        for (correlation_id, kind) in open {
+            self.close_span(correlation_id, kind);
         }
         self.stats.channel_records_unmatched += self.unmatched.len() as u64;
         self.unmatched.clear();
@@ -522,7 +629,9 @@ impl Activity {
         }
         let done = &held.done;
         let model = self.clocks.get(&done.device_id);
-        let convert = |cnt: u64| model.and_then(|m| m.to_host_ns(cnt));
+        // 0: a time the source did not give.
+        let known = |cnt: u64| (cnt != 0).then_some(cnt);
+        let convert = |cnt: u64| known(cnt).and_then(|c| model.and_then(|m| m.to_host_ns(c)));
         let task = DeviceTask {
             correlation_id: done.info.correlation_id,
             pid: done.header.pid,
@@ -532,8 +641,8 @@ impl Activity {
             task_id: u32::from(done.task_id),
             start_ns: convert(done.start_cnt),
             end_ns: convert(done.end_cnt),
-            device_start_cnt: Some(done.start_cnt),
-            device_end_cnt: Some(done.end_cnt),
+            device_start_cnt: known(done.start_cnt),
+            device_end_cnt: known(done.end_cnt),
             submit_ns: done.info.submit_ns,
             status: Some(done.status),
         };
@@ -558,18 +667,60 @@ impl Activity {
         block_dim: u16,
         context: Option<TaskContext>,
     ) {
-        let by_sqe = catalog::sqe_task_kind(sqe_type);
-        // A synchronization task is one whatever call submitted it (a collective submits
-        // notifies and event records besides its transfers); other tasks take their kind
-        // from the call, which knows more than the SQE type.
-        let kind = match by_sqe {
-            Some((TaskKind::Sync, _)) => Some(TaskKind::Sync),
-            _ => context.as_ref().map(|c| c.kind).or(by_sqe.map(|(k, _)| k)),
-        };
-        let Some(kind) = kind else {
+        let Some(kind) = task_kind(sqe_type, context.as_ref()) else {
             return; // maintenance and other bookkeeping tasks have no table
         };
-        let unit = by_sqe.map_or(KernelType::Unknown, |(_, unit)| unit);
+        if let Some(correlation_id) = context
+            .as_ref()
+            .map(|_| task.correlation_id)
+            .filter(|_| kind.folds())
+        {
+            self.fold(correlation_id, kind, task, sqe_type, block_dim, context);
+            return;
+        }
+        self.row(kind, task, sqe_type, block_dim, context);
+    }
+
+    /// Adds a task to its call's span; writes the span's row once it is complete.
+    fn fold(
+        &mut self,
+        correlation_id: u64,
+        kind: TaskKind,
+        task: DeviceTask,
+        sqe_type: u8,
+        block_dim: u16,
+        context: Option<TaskContext>,
+    ) {
+        let span = self
+            .spans
+            .entry((correlation_id, kind))
+            .or_insert_with(Span::new);
+        span.add(task, sqe_type, block_dim, context);
+        if span.complete() {
+            self.close_span(correlation_id, kind);
+        }
+    }
+
+    /// Writes the row of a span, whatever of it was seen.
+    fn close_span(&mut self, correlation_id: u64, kind: TaskKind) {
+        let Some(span) = self.spans.remove(&(correlation_id, kind)) else {
+            return;
+        };
+        if let Some(task) = span.task {
+            self.row(kind, task, span.sqe_type, span.block_dim, span.context);
+        }
+    }
+
+    /// The row of a task (or of a span of tasks) of `kind`.
+    fn row(
+        &mut self,
+        kind: TaskKind,
+        task: DeviceTask,
+        sqe_type: u8,
+        block_dim: u16,
+        context: Option<TaskContext>,
+    ) {
+        let unit = catalog::sqe_task_kind(sqe_type).map_or(KernelType::Unknown, |(_, unit)| unit);
         let (def, args, seq) = match context {
             Some(c) => (Some(c.def), c.args, c.seq),
             None => (None, ApiArgs::default(), None),
@@ -708,6 +859,19 @@ impl Activity {
         self.output
             .critical
             .push(critical_row(ts_ns, kind, severity, count, message));
+    }
+}
+
+/// The table a task belongs in: a collective's tasks (notifies, transfers) are the
+/// collective; otherwise a synchronization task is one whatever call submitted it (a flip
+/// task inside a launch); other tasks take their kind from the call, which knows more than
+/// the SQE type, or from the SQE type when no call is known.
+fn task_kind(sqe_type: u8, context: Option<&TaskContext>) -> Option<TaskKind> {
+    let by_sqe = catalog::sqe_task_kind(sqe_type).map(|(kind, _)| kind);
+    match (context.map(|c| c.kind), by_sqe) {
+        (Some(TaskKind::Collective), _) => Some(TaskKind::Collective),
+        (_, Some(TaskKind::Sync)) => Some(TaskKind::Sync),
+        (from_call, by_sqe) => from_call.or(by_sqe),
     }
 }
 
@@ -947,25 +1111,98 @@ mod tests {
         );
     }
 
-    /// A channel-timed submission whose end record never comes is a missing completion;
-    /// a completion entry of a task submitted before the channel started still times it.
+    /// A channel-timed submission whose end record never comes is a missing completion; a
+    /// completion entry on a channel-timed device makes no row of its own (it carries no
+    /// start time: only its status counts).
     #[test]
-    fn channel_gaps_and_earlier_tasks() {
+    fn channel_gaps_and_completion_entries() {
         let mut a = Activity::default();
-        let mut early = TaskComplete::default();
-        (early.device_id, early.stream_id, early.task_id) = (0, 1, 1);
-        (early.info.submit_ns, early.start_cnt, early.end_cnt) = (500, 5, 6);
+        let mut entry = TaskComplete::default();
+        (entry.device_id, entry.stream_id, entry.task_id) = (0, 1, 1);
+        (entry.info.submit_ns, entry.sqe_type, entry.end_cnt) = (500, 4, 6);
         a.soc_log_started(0, 1_000);
-        a.completed(&early);
+        a.completed(&entry);
         a.submitted(&submit(0, 1, 2, 0, 2_000));
         a.finish(&[], &[], 3_000);
         let out = a.take_output();
-        assert_eq!(out.kernels.len(), 2, "{:?}", out.kernels);
+        assert_eq!(out.kernels.len(), 1, "{:?}", out.kernels);
         assert!(
             out.critical
                 .iter()
                 .any(|c| c.kind == EventKind::MissingCompletion)
         );
         assert_eq!(a.stats().missing_completions, 1);
+    }
+
+    /// Without a channel, a completion entry times only the end of the SQE types the driver
+    /// stamps (an event record here), never a kernel.
+    #[test]
+    fn completion_entries_without_a_channel_give_ends_only() {
+        let mut a = Activity::default();
+        let mut record = TaskComplete::default();
+        (record.device_id, record.stream_id, record.task_id) = (0, 1, 1);
+        (record.sqe_type, record.end_cnt) = (4, 60);
+        let mut kernel = record;
+        (kernel.task_id, kernel.sqe_type, kernel.end_cnt) = (2, 0, 70);
+        a.completed(&record);
+        a.completed(&kernel);
+        a.finish(&[], &[], 3_000);
+        let out = a.take_output();
+        let ends: Vec<_> = out
+            .syncs
+            .iter()
+            .map(|r| (r.task.device_start_cnt, r.task.device_end_cnt))
+            .chain(
+                out.kernels
+                    .iter()
+                    .map(|r| (r.task.device_start_cnt, r.task.device_end_cnt)),
+            )
+            .collect();
+        assert_eq!(ends, [(None, Some(60)), (None, None)]);
+    }
+
+    /// A collective's tasks (notifies, a transfer) make one hccl row spanning them, written
+    /// once the call returned and its last task was timed.
+    #[test]
+    fn a_collective_is_one_row_over_its_tasks() {
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        let collective = catalog::CATALOG
+            .iter()
+            .find(|d| d.task == Some(TaskKind::Collective))
+            .unwrap();
+        a.call_entered(collective, 100, 9, ApiArgs::default());
+        for (task, sqe_type) in [(1, 6), (2, 11), (3, 7)] {
+            let mut s = submit(0, 5, task, 9, 1_000);
+            s.info.sqe_type = sqe_type;
+            a.submitted(&s);
+        }
+        a.soc_batch(&batch(
+            0,
+            2_000,
+            &[
+                (SocEdge::Begin, 5, 1, 10),
+                (SocEdge::End, 5, 1, 12),
+                (SocEdge::Begin, 5, 2, 12),
+                (SocEdge::End, 5, 2, 30),
+                (SocEdge::Begin, 5, 3, 30),
+                (SocEdge::End, 5, 3, 31),
+            ],
+        ));
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        assert!(out.syncs.is_empty() && out.memcpys.is_empty(), "{out:?}");
+        let spans: Vec<_> = out
+            .hccl
+            .iter()
+            .map(|r| {
+                (
+                    r.task.task_id,
+                    r.task.device_start_cnt,
+                    r.task.device_end_cnt,
+                )
+            })
+            .collect();
+        assert_eq!(spans, [(1, Some(10), Some(31))]);
     }
 }

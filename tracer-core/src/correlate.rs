@@ -65,6 +65,13 @@ pub struct FinalState {
 pub trait Symbolize {
     /// The function symbol at `addr` in process `pid`, if known.
     fn function_at(&mut self, pid: u32, addr: u64) -> Option<String>;
+
+    /// The kernel (function) symbols of the device ELF of `len` bytes at `data` in process
+    /// `pid`; none when it cannot be read.
+    fn binary_kernels(&mut self, pid: u32, data: u64, len: u64) -> Vec<String> {
+        let _ = (pid, data, len);
+        Vec::new()
+    }
 }
 
 impl Symbolize for () {
@@ -91,6 +98,8 @@ pub struct Correlator {
     kernels: HashMap<(u32, u64), String>,
     /// (pid, binary handle) -> its functions' names in registration order.
     binaries: HashMap<(u32, u64), Vec<String>>,
+    /// (pid, binary handle, tiling key) -> kernel name, for binaries of rtRegisterAllKernel.
+    keyed_kernels: HashMap<(u32, u64, u64), String>,
     /// (pid, mstx domain handle) -> domain name.
     mstx_domains: HashMap<(u32, u64), String>,
     /// (pid, mstx range id) -> the range, waiting for its end.
@@ -114,6 +123,7 @@ impl Correlator {
             open: HashMap::new(),
             kernels: HashMap::new(),
             binaries: HashMap::new(),
+            keyed_kernels: HashMap::new(),
             mstx_domains: HashMap::new(),
             ranges: HashMap::new(),
             symbolizer,
@@ -295,10 +305,12 @@ impl Correlator {
         if bytes.is_empty() {
             return;
         }
-        let value = String::from_utf8_lossy(bytes).into_owned();
+        let value = || String::from_utf8_lossy(bytes).into_owned();
         match kind {
-            Text::KernelName => row.args.kernel_name = Some(value),
-            Text::Message => row.args.message = Some(value),
+            Text::KernelName => row.args.kernel_name = Some(value()),
+            Text::Message => row.args.message = Some(value()),
+            // Bytes for the role, not text.
+            Text::DevBinary => {}
         }
     }
 
@@ -318,6 +330,15 @@ impl Correlator {
                             .entry((pid, binary))
                             .or_default()
                             .push(name.clone());
+                    }
+                }
+            }
+            Role::RegisterAllKernels => {
+                if let (true, Some((data, len))) = (ok && handle != 0, dev_binary(enter)) {
+                    for name in self.symbolizer.binary_kernels(pid, data, len) {
+                        if let Some(key) = tiling_key_of(&name) {
+                            self.keyed_kernels.insert((pid, handle, key), name);
+                        }
                     }
                 }
             }
@@ -354,6 +375,9 @@ impl Correlator {
     }
 
     fn tiling_key_name(&self, pid: u32, binary: u64, tiling_key: u64) -> Option<String> {
+        if let Some(name) = self.keyed_kernels.get(&(pid, binary, tiling_key)) {
+            return Some(name.clone());
+        }
         let functions = self.binaries.get(&(pid, binary))?;
         functions.get(usize::try_from(tiling_key).ok()?).cloned()
     }
@@ -425,6 +449,22 @@ fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
         start_ns: enter.header.ts_ns,
         ..Default::default()
     }
+}
+
+/// The (data, length) of the `rtDevBinary_t` captured at ENTER (`Text::DevBinary`).
+fn dev_binary(enter: &ApiEnter) -> Option<(u64, u64)> {
+    let raw = text(enter);
+    let word = |at: usize| Some(u64::from_le_bytes(raw.get(at..at + 8)?.try_into().ok()?));
+    Some((word(8)?, word(16)?))
+}
+
+/// The tiling key a kernel name ends in (`_<digits>`), as the runtime reads it.
+fn tiling_key_of(name: &str) -> Option<u64> {
+    let (_, digits) = name.rsplit_once('_')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use aya_ebpf::{
 };
 use tracer_common::{
     ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FRAME_COPY_CHANNEL, Frame, MAX_ARGS, MAX_DEPTH,
-    ProbeRole, ProbeSpec, RecordHeader, RecordKind, SPEC_QUIET, TEXT_FUNC_HANDLE, ThreadState,
+    ProbeRole, ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SPEC_QUIET, TEXT_FUNC_HANDLE,
+    TEXT_LEN, TEXT_RAW, ThreadState,
 };
 
 use crate::maps::{
@@ -126,6 +127,8 @@ fn on_enter(ctx: &ProbeContext) {
         let text = arg(&args, spec.text_arg);
         (*rec).text_len = if spec.text_flags & TEXT_FUNC_HANDLE != 0 {
             read_handle_name(text, &mut (*rec).text)
+        } else if spec.text_flags & TEXT_RAW != 0 {
+            read_raw(text, &mut (*rec).text)
         } else {
             read_text(text, &mut (*rec).text)
         };
@@ -187,7 +190,7 @@ fn read_handle_name(handle: u64, dst: &mut [u8]) -> u32 {
     if handle == 0 {
         return 0;
     }
-    let Some(l) = LAYOUT.get(0).copied() else {
+    let Some(l) = LAYOUT.get(0) else {
         return 0;
     };
     let Some(first) = read::<u64>(handle, l.handle_magic_offset) else {
@@ -213,6 +216,21 @@ fn read_handle_name(handle: u64, dst: &mut [u8]) -> u32 {
         return 0;
     }
     read_len
+}
+
+/// Copies the [`RAW_TEXT_LEN`] bytes at `ptr` into `dst`; returns how many were copied.
+#[inline(always)]
+fn read_raw(ptr: u64, dst: &mut [u8; TEXT_LEN]) -> u32 {
+    match read::<[u8; RAW_TEXT_LEN]>(ptr, 0) {
+        Some(bytes) => {
+            dst[..RAW_TEXT_LEN].copy_from_slice(&bytes);
+            RAW_TEXT_LEN as u32
+        }
+        None => {
+            count_drop(DropKind::TextRead);
+            0
+        }
+    }
 }
 
 /// Copies the C string at `ptr` into `dst`; returns its length without the NUL.

@@ -11,8 +11,8 @@ use tracer_common::{
 use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, read, submit_flags};
 
 #[inline(always)]
-fn layout() -> Option<DeviceLayout> {
-    LAYOUT.get(0).copied()
+fn layout() -> Option<&'static DeviceLayout> {
+    LAYOUT.get(0)
 }
 
 /// The outermost traced call in flight on `tid`, 0 when none.
@@ -53,6 +53,7 @@ pub(crate) fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64
             count_drop(DropKind::SqeRead);
             return;
         };
+        let stream_id = stream_id & l.stream_mask;
         let key = TaskKey::new(tgid, device_id, stream_id, task_id);
         let info = TaskInfo {
             correlation_id,
@@ -118,7 +119,7 @@ pub(crate) fn on_cq_recv(info: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: 
             break;
         }
         let cqe = cqes.wrapping_add(u64::from(i) * u64::from(l.cqe_size));
-        emit_completion(&l, cqe, device_id, tgid, tid, ts_ns);
+        emit_completion(l, cqe, device_id, tgid, tid, ts_ns);
     }
 }
 
@@ -130,6 +131,7 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
         count_drop(DropKind::CqeRead);
         return;
     };
+    let stream_id = stream_id & l.stream_mask;
     let key = TaskKey::new(tgid, device_id, stream_id, task_id);
     // SAFETY: map value pointer valid for this program run.
     let info = TASKS
@@ -144,7 +146,7 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
     entry.write(TaskComplete {
         header: RecordHeader::new(RecordKind::TaskComplete, 0, 0, tgid, tid, ts_ns),
         info,
-        start_cnt: read::<u64>(cqe, l.cqe_start_cnt).unwrap_or(0),
+        start_cnt: 0,
         end_cnt: read::<u64>(cqe, l.cqe_end_cnt).unwrap_or(0),
         device_id,
         status: read::<u32>(cqe, l.cqe_status).unwrap_or(0),

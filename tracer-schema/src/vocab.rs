@@ -127,6 +127,10 @@ vocabulary! {
         EventWait = "EVENT_WAIT",
         NotifyRecord = "NOTIFY_RECORD",
         NotifyWait = "NOTIFY_WAIT",
+        /// A task that only marks a place in the stream: the record stream synchronize
+        /// waits for, the runtime's flip task at a task-id wrap.
+        PlaceHolder = "PLACE_HOLDER",
+        WriteValue = "WRITE_VALUE",
     }
 }
 
