@@ -270,7 +270,14 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
     ),
     (
         "driver/lib64/libascend_hal.so",
-        &["halGetDeviceInfo", "halSqTaskSend", "halCqReportRecv"],
+        &[
+            "halGetDeviceInfo",
+            "halSqTaskSend",
+            "halCqReportRecv",
+            "halSqCqQuery",
+            "drvMemcpy",
+            "drvMemsetD8",
+        ],
     ),
 ];
 

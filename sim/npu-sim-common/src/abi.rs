@@ -115,11 +115,45 @@ pub struct HalReportRecvInfo {
     pub res: [u32; 8],
 }
 
+/// `drvSqCqType_t` (pkg_inc/hal_pkg/trs_pkg.h).
+pub const DRV_NORMAL_TYPE: i32 = 0;
+pub const DRV_LOGIC_TYPE: i32 = 2;
+
+/// `drvSqCqPropType_t` values the simulator answers (pkg_inc/hal_pkg/trs_pkg.h).
+pub const DRV_SQCQ_PROP_SQ_STATUS: i32 = 0;
+pub const DRV_SQCQ_PROP_SQ_HEAD: i32 = 1;
+pub const DRV_SQCQ_PROP_SQ_TAIL: i32 = 2;
+/// "read clear": whether the SQ produced a CQE since the last query.
+pub const DRV_SQCQ_PROP_SQ_CQE_STATUS: i32 = 4;
+pub const DRV_SQCQ_PROP_SQ_DEPTH: i32 = 7;
+
+/// `struct halSqCqQueryInfo` (pkg_inc/hal_pkg/trs_pkg.h): `value[0]` is the answer.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct HalSqCqQueryInfo {
+    pub type_: i32,
+    pub ts_id: u32,
+    pub sq_id: u32,
+    pub cq_id: u32,
+    pub prop: i32,
+    pub value: [u32; 8],
+}
+
+/// `halCqReportRecv` `task_id` meaning "any task" (runtime `MAX_UINT16_NUM`).
+pub const TASK_ID_ANY: u32 = 0xFFFF;
+/// Task ids run 0..=65534: `(last + 1) % 0xFFFF` (RT task_submit.cc), so 0xFFFF never names a
+/// task.
+pub const TASK_ID_MODULUS: u32 = 0xFFFF;
+/// Bit 15 of the SQE header's stream id: "a synchronous API waits for this task's CQE"
+/// (RT `stars_base.hpp` RT_SYNC_TASK_FLAG); the driver turns it into the CQE's match flag.
+pub const RT_SYNC_TASK_FLAG: u16 = 0x8000;
+
 /// SQE types (the 6-bit `type` of `rtStarsSqeHeader_t`).
 pub mod sqe_type {
     pub const AICORE: u8 = 0;
     pub const AICPU: u8 = 1;
     pub const AIV: u8 = 2;
+    pub const PLACE_HOLDER: u8 = 3;
     pub const EVENT_RECORD: u8 = 4;
     pub const EVENT_WAIT: u8 = 5;
     pub const SDMA: u8 = 11;
@@ -174,29 +208,48 @@ impl Default for Sqe {
     }
 }
 
+/// Bit of header byte 1 that is `wrCqe` (`rtStarsSqeHeader_t`: ie:2, preP:2, postP:2, wrCqe:1).
+const WR_CQE_BIT: u8 = 1 << 6;
+
 impl Sqe {
-    /// An SQE of `ty` with `wrCqe` set (every task reports a CQE).
+    /// An SQE of `ty` that asks for no completion entry (`wrCqe` = 0), as ordinary tasks do.
     pub fn new(ty: u8, block_dim: u16) -> Sqe {
         let mut s = Sqe::default();
         s.0[0] = ty & 0x3f;
-        s.0[1] = 1 << 6;
         s.0[2..4].copy_from_slice(&block_dim.to_le_bytes());
         s
     }
     pub fn ty(&self) -> u8 {
         self.0[0] & 0x3f
     }
+    /// The header's `wrCqe` bit: the task writes a CQE when it ends.
+    pub fn wr_cqe(&self) -> bool {
+        self.0[1] & WR_CQE_BIT != 0
+    }
+    pub fn set_wr_cqe(&mut self, on: bool) -> &mut Self {
+        if on {
+            self.0[1] |= WR_CQE_BIT;
+        } else {
+            self.0[1] &= !WR_CQE_BIT;
+        }
+        self
+    }
     pub fn block_dim(&self) -> u16 {
         self.u16_at(2)
     }
-    pub fn stream_id(&self) -> u16 {
+    /// The header's stream id field, flag bits included.
+    pub fn stream_field(&self) -> u16 {
         self.u16_at(4)
+    }
+    /// The stream id without flag bits.
+    pub fn stream_id(&self) -> u16 {
+        self.stream_field() & !RT_SYNC_TASK_FLAG
     }
     pub fn task_id(&self) -> u16 {
         self.u16_at(6)
     }
-    pub fn set_ids(&mut self, stream_id: u16, task_id: u16) {
-        self.0[4..6].copy_from_slice(&stream_id.to_le_bytes());
+    pub fn set_ids(&mut self, stream_field: u16, task_id: u16) {
+        self.0[4..6].copy_from_slice(&stream_field.to_le_bytes());
         self.0[6..8].copy_from_slice(&task_id.to_le_bytes());
     }
     pub fn u16_at(&self, off: usize) -> u16 {
@@ -222,28 +275,43 @@ impl Sqe {
     }
 }
 
-/// The simulator's 32-byte CQE (packed, little-endian).
-#[derive(Clone, Copy, Default, Debug)]
-#[repr(C, packed)]
+/// The 32-byte logic CQE: the runtime's `rtCqReport_t` (RT
+/// `src/runtime/core/inc/task/task_info_base.hpp`) == the driver's `struct trs_logic_cqe` (DRV
+/// `src/sdk_driver/trsdrv/trs/inc/trs_core.h`), natural alignment, little-endian.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Cqe {
+    /// Stream id without the RT_SYNC_TASK_FLAG bit (`& 0x7fff`).
     pub stream_id: u16,
     pub task_id: u16,
     pub error_code: u32,
     pub error_type: u8,
+    /// The SQE's type; rewritten to 4 (record) or 3 (place holder) when `u1` is a timestamp.
     pub sqe_type: u8,
+    /// The driver's SQ id.
     pub sq_id: u16,
+    /// The SQ head after the task.
     pub sq_head: u16,
+    /// `CQE_FLAG_*` bits.
     pub flags: u16,
-    /// Device syscnt when the task ended.
-    pub timestamp: u64,
-    /// Device syscnt when the task started.
-    pub start_timestamp: u64,
+    /// Device syscnt when the task ended, for event-record and place-holder entries without an
+    /// error; otherwise the SQE's index in its SQ.
+    pub u1: u64,
+    /// Reserved (the driver's internal enqueue time).
+    pub u2: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Cqe>() == CQE_SIZE);
+const _: () = assert!(std::mem::offset_of!(Cqe, u1) == 16);
 const _: () = assert!(std::mem::size_of::<HalTaskSendInfo>() == 64);
 const _: () = assert!(std::mem::size_of::<HalReportRecvInfo>() == 72);
+const _: () = assert!(std::mem::size_of::<HalSqCqQueryInfo>() == 52);
 const _: () = assert!(std::mem::size_of::<RtArgsEx>() == 32);
+
+/// `Cqe::flags` bits (`trs_logic_cqe`: match_flag:1, drop_flag:1, error_bit:1, acc_error:1,
+/// next_task_vld:1, notify_attached:1).
+pub const CQE_FLAG_MATCH: u16 = 1 << 0;
+pub const CQE_FLAG_ERROR_BIT: u16 = 1 << 2;
 
 /// CQE `error_type` values.
 pub const CQE_ERROR_TYPE_NONE: u8 = 0;

@@ -12,7 +12,7 @@ pub(crate) struct Config {
     /// Tasks a device executes at once, across streams (`NPU_SIM_CORES`).
     pub cores: u32,
     /// SQEs an SQ holds before `halSqTaskSend` blocks (`NPU_SIM_SQ_DEPTH`).
-    pub sq_depth: usize,
+    pub sq_depth: u32,
     /// Multiplier on every modelled duration (`NPU_SIM_TIME_SCALE`).
     pub time_scale: f64,
     /// Per-kernel-name base durations in µs (`NPU_SIM_KERNEL_US=name=us,...`).
@@ -34,7 +34,7 @@ pub(crate) fn get() -> &'static Config {
     C.get_or_init(|| Config {
         device_count: env::device_count(),
         cores: env::parse("NPU_SIM_CORES", 4u32).clamp(1, 64),
-        sq_depth: env::parse("NPU_SIM_SQ_DEPTH", 1024usize).max(1),
+        sq_depth: env::parse("NPU_SIM_SQ_DEPTH", 1024u32).clamp(2, 65535),
         time_scale: env::parse("NPU_SIM_TIME_SCALE", 1.0f64).max(0.0),
         kernel_us: env::string("NPU_SIM_KERNEL_US")
             .map(|v| parse_kernel_us(&v))

@@ -75,6 +75,12 @@ pub(crate) fn memcpy_ns(cfg: &Config, kind: u32, bytes: u64) -> u64 {
     )
 }
 
+/// A synchronous driver copy (`drvMemcpy`): the driver does not know the direction, so every
+/// byte goes at the host link's rate.
+pub(crate) fn dma_ns(cfg: &Config, bytes: u64) -> u64 {
+    memcpy_ns(cfg, abi::RT_MEMCPY_HOST_TO_DEVICE, bytes)
+}
+
 pub(crate) fn memset_ns(cfg: &Config, bytes: u64) -> u64 {
     scaled(cfg, TASK_OVERHEAD_US + bytes as f64 / MEMSET_BANDWIDTH)
 }

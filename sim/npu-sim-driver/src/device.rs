@@ -1,17 +1,22 @@
-//! One simulated device of this process: its submission queues (one per runtime stream), the
-//! workers ("cores") that execute queued tasks, and the completion queue read by
-//! `halCqReportRecv`.
+//! One simulated device of this process: its submission queues, the workers ("cores") that
+//! execute queued tasks, and the logic completion queues read by `halCqReportRecv`.
 //!
 //! Scheduling: an SQ is "ready" when it has queued tasks and none executing. Workers take ready
 //! SQs in FIFO order and run that SQ's head task, so each SQ runs in order, different SQs run
 //! concurrently, and at most `NPU_SIM_CORES` tasks run at once. An event-wait task whose event
 //! has not been recorded parks its SQ without holding a core.
+//!
+//! Completion as on STARS: an SQ's head is the position of its oldest unfinished task and moves
+//! past a task when the task ends (the runtime reclaims finished tasks by reading it). A task
+//! writes a CQE only when its SQE's `wrCqe` bit asks for one, or when it failed; the CQE goes to
+//! the logic CQ of the task's stream, before the head moves.
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use npu_sim_common::abi::{
-    Cqe, STARS_FUNC_TYPE_BEGIN, STARS_FUNC_TYPE_END, Sqe, sqe_off, sqe_type,
+    self, CQE_FLAG_ERROR_BIT, CQE_FLAG_MATCH, Cqe, RT_SYNC_TASK_FLAG, STARS_FUNC_TYPE_BEGIN,
+    STARS_FUNC_TYPE_END, Sqe, sqe_off, sqe_type,
 };
 use npu_sim_common::time::monotonic_ns;
 
@@ -21,12 +26,19 @@ use crate::prof::emit;
 use crate::task::{Outcome, Task};
 use crate::truth;
 
+/// CQEs a logic CQ holds; more are dropped, as the real logic CQ drops when full.
+const LOGIC_CQ_DEPTH: usize = 1024;
+
 #[derive(Default)]
 struct Sq {
     queue: VecDeque<Task>,
     busy: bool,
-    head: u16,
-    tail: u16,
+    /// Position of the oldest unfinished task (ring index below the depth).
+    head: u32,
+    /// Position the next SQE is written to.
+    tail: u32,
+    /// Set when a task of this SQ wrote a CQE; cleared by a DRV_SQCQ_PROP_SQ_CQE_STATUS query.
+    cqe_status: bool,
 }
 
 struct Parked {
@@ -40,7 +52,8 @@ struct Parked {
 struct State {
     sqs: HashMap<u32, Sq>,
     ready: VecDeque<u32>,
-    cq: VecDeque<Cqe>,
+    /// Logic CQ id -> its CQEs, oldest first.
+    cqs: HashMap<u32, VecDeque<Cqe>>,
     /// Event id -> latest record generation that completed.
     events: HashMap<u32, u64>,
     parked: Vec<Parked>,
@@ -67,6 +80,11 @@ pub(crate) fn get(id: u32) -> Option<&'static Device> {
     )
 }
 
+/// Why a receive returned nothing.
+pub(crate) enum RecvError {
+    Timeout,
+}
+
 impl Device {
     fn start(id: u32, cfg: &'static Config) -> &'static Device {
         let dev: &'static Device = Box::leak(Box::new(Device {
@@ -91,8 +109,13 @@ impl Device {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn depth(&self) -> u32 {
+        self.cfg.sq_depth
+    }
+
     /// Queues `sqes` on SQ `sq_id`; returns the SQ position of the first one, or `None` if the
-    /// SQ stayed full for `timeout` (infinite when `None`).
+    /// SQ stayed full for `timeout` (infinite when `None`). A ring of `depth` positions holds at
+    /// most `depth - 1` unfinished tasks.
     pub(crate) fn submit(
         &self,
         sq_id: u32,
@@ -102,13 +125,14 @@ impl Device {
     ) -> Option<u32> {
         let api = npu_sim_common::core::outermost_api().map(Arc::new);
         let deadline = timeout.map(|t| Instant::now() + t);
+        let depth = self.depth();
         let mut st = self.lock();
         let mut first_pos = None;
         for sqe in sqes {
             while st
                 .sqs
                 .get(&sq_id)
-                .is_some_and(|sq| sq.queue.len() >= self.cfg.sq_depth)
+                .is_some_and(|sq| (sq.tail + 1) % depth == sq.head)
             {
                 st = match deadline {
                     None => self.space.wait(st).unwrap_or_else(|e| e.into_inner()),
@@ -121,17 +145,18 @@ impl Device {
                     }
                 };
             }
-            let task = Task {
+            let sq = st.sqs.entry(sq_id).or_default();
+            let pos = sq.tail;
+            first_pos.get_or_insert(pos);
+            sq.tail = (sq.tail + 1) % depth;
+            sq.queue.push_back(Task {
                 sqe: *sqe,
                 sq_id,
+                pos,
                 submit_ns: monotonic_ns(),
                 tid,
                 api: api.clone(),
-            };
-            let sq = st.sqs.entry(sq_id).or_default();
-            first_pos.get_or_insert(u32::from(sq.tail));
-            sq.tail = sq.tail.wrapping_add(1);
-            sq.queue.push_back(task);
+            });
             if !sq.busy && sq.queue.len() == 1 {
                 st.ready.push_back(sq_id);
                 self.work.notify_one();
@@ -140,25 +165,62 @@ impl Device {
         first_pos
     }
 
-    /// Takes up to `max` CQEs, waiting up to `timeout` (infinite when `None`) for the first.
-    pub(crate) fn receive(&self, max: usize, timeout: Option<Duration>) -> Vec<Cqe> {
+    /// `halSqCqQuery` of a normal SQ's property `prop`; `None` for an unknown SQ or property.
+    pub(crate) fn query_sq(&self, sq_id: u32, prop: i32) -> Option<u32> {
         let mut st = self.lock();
-        if st.cq.is_empty() {
-            st = match timeout {
-                None => self
-                    .cq_ready
-                    .wait_while(st, |s| s.cq.is_empty())
-                    .unwrap_or_else(|e| e.into_inner()),
-                Some(t) => {
+        let depth = self.depth();
+        // An SQ nothing was sent to yet is empty.
+        let sq = st.sqs.entry(sq_id).or_default();
+        match prop {
+            abi::DRV_SQCQ_PROP_SQ_HEAD => Some(sq.head),
+            abi::DRV_SQCQ_PROP_SQ_TAIL => Some(sq.tail),
+            abi::DRV_SQCQ_PROP_SQ_STATUS => Some(1),
+            abi::DRV_SQCQ_PROP_SQ_DEPTH => Some(depth),
+            abi::DRV_SQCQ_PROP_SQ_CQE_STATUS => Some(u32::from(std::mem::take(&mut sq.cqe_status))),
+            _ => None,
+        }
+    }
+
+    /// Takes CQEs from logic CQ `cq_id` as the driver's version-1 receive does
+    /// (`trs_logic_cq_get_match_copy_range`, DRV trs_logic_cq.c): the first run of ordinary
+    /// CQEs (up to `max`), skipping match CQEs (those of synchronously awaited tasks) that are
+    /// not for (`stream_id`, `task_id`); a match CQE that is for them ends the run and is
+    /// included. Waits up to `timeout` (infinite when `None`) while the CQ is empty; with a zero
+    /// timeout an empty CQ returns at once with nothing.
+    pub(crate) fn receive(
+        &self,
+        cq_id: u32,
+        stream_id: u32,
+        task_id: u32,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Cqe>, RecvError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut st = self.lock();
+        loop {
+            let cq = st.cqs.entry(cq_id).or_default();
+            let (start, n) = match_copy_range(cq, stream_id, task_id, max);
+            // Nothing for this receiver (an empty CQ, or only other waiters' match CQEs): wait.
+            if n > 0 {
+                return Ok(cq.drain(start..start + n).collect());
+            }
+            st = match deadline {
+                None => self.cq_ready.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let Some(left) = d.checked_duration_since(Instant::now()) else {
+                        return if timeout == Some(Duration::ZERO) {
+                            Ok(Vec::new())
+                        } else {
+                            Err(RecvError::Timeout)
+                        };
+                    };
                     self.cq_ready
-                        .wait_timeout_while(st, t, |s| s.cq.is_empty())
+                        .wait_timeout(st, left)
                         .unwrap_or_else(|e| e.into_inner())
                         .0
                 }
             };
         }
-        let n = max.min(st.cq.len());
-        st.cq.drain(..n).collect()
     }
 
     fn worker(&'static self) {
@@ -179,7 +241,6 @@ impl Device {
                     continue;
                 };
                 sq.busy = true;
-                sq.head = sq.head.wrapping_add(1);
                 if task.sqe.ty() == sqe_type::EVENT_WAIT {
                     let event = task.sqe.u32_at(sqe_off::EVENT_ID);
                     let generation = task.sqe.u64_at(sqe_off::EVENT_GEN);
@@ -192,40 +253,38 @@ impl Device {
                             event,
                             generation,
                         });
-                        self.space.notify_all();
                         continue;
                     }
                 }
                 task
             };
-            self.space.notify_all();
             let outcome = exec::run(self.id, self.cfg, &task);
             self.complete(task, outcome);
         }
     }
 
-    /// Reports a finished task: ground truth first (so it is written before anyone can be woken
-    /// by the CQE), then the CQE, then the SQ is free for its next task.
+    /// Reports a finished task: ground truth first (so it is written before anyone can see the
+    /// task finished), then its CQE if it writes one, then the SQ head moves past it.
     fn complete(&self, task: Task, outcome: Outcome) {
         let mut done = vec![(task, outcome)];
         while let Some((task, outcome)) = done.pop() {
-            truth::task_line(self.id, self.cfg, &task, &outcome);
-            let clock = &self.cfg.clock;
+            let writes_cqe = task.sqe.wr_cqe() || outcome.status != 0;
+            truth::task_line(self.id, self.cfg, &task, &outcome, writes_cqe);
+            let depth = self.depth();
             let mut st = self.lock();
-            let sq_head = st.sqs.get(&task.sq_id).map_or(0, |sq| sq.head);
-            st.cq.push_back(Cqe {
-                stream_id: task.sqe.stream_id(),
-                task_id: task.sqe.task_id(),
-                error_code: outcome.status,
-                error_type: outcome.error_type,
-                sqe_type: task.sqe.ty(),
-                sq_id: task.sq_id as u16,
-                sq_head,
-                flags: 0,
-                timestamp: clock.cnt_at(outcome.end_ns),
-                start_timestamp: clock.cnt_at(outcome.start_ns),
-            });
+            let head = (task.pos + 1) % depth;
+            if writes_cqe {
+                let cqe = self.cqe_of(&task, &outcome, head);
+                let cq = st.cqs.entry(u32::from(task.sqe.stream_id())).or_default();
+                if cq.len() < LOGIC_CQ_DEPTH {
+                    cq.push_back(cqe);
+                }
+                if let Some(sq) = st.sqs.get_mut(&task.sq_id) {
+                    sq.cqe_status = true;
+                }
+            }
             if let Some(sq) = st.sqs.get_mut(&task.sq_id) {
+                sq.head = head;
                 sq.busy = false;
                 if !sq.queue.is_empty() {
                     st.ready.push_back(task.sq_id);
@@ -250,13 +309,109 @@ impl Device {
                 }
             }
             drop(st);
-            self.cq_ready.notify_all();
+            self.space.notify_all();
+            if writes_cqe {
+                self.cq_ready.notify_all();
+            }
         }
     }
+
+    /// The logic CQE of a finished task (`trs_stars_cqe_to_logic_cqe`, DRV
+    /// stars_v1/trs_stars_cq.c): a timestamp only for event records and place holders that
+    /// did not fail, whose type then reads 4 or 3; the SQE index otherwise.
+    fn cqe_of(&self, task: &Task, out: &Outcome, head: u32) -> Cqe {
+        let ty = task.sqe.ty();
+        let timed =
+            out.status == 0 && matches!(ty, sqe_type::EVENT_RECORD | sqe_type::PLACE_HOLDER);
+        let mut flags = 0;
+        if task.sqe.stream_field() & RT_SYNC_TASK_FLAG != 0 {
+            flags |= CQE_FLAG_MATCH;
+        }
+        if out.status != 0 {
+            flags |= CQE_FLAG_ERROR_BIT;
+        }
+        Cqe {
+            stream_id: task.sqe.stream_id(),
+            task_id: task.sqe.task_id(),
+            error_code: out.status,
+            error_type: out.error_type,
+            sqe_type: ty,
+            sq_id: task.sq_id as u16,
+            sq_head: head as u16,
+            flags,
+            u1: if timed {
+                self.cfg.clock.cnt_at(out.end_ns)
+            } else {
+                u64::from(task.pos)
+            },
+            u2: 0,
+        }
+    }
+}
+
+/// (start, count) of the CQEs a version-1 receive returns from `cq`.
+fn match_copy_range(
+    cq: &VecDeque<Cqe>,
+    stream_id: u32,
+    task_id: u32,
+    max: usize,
+) -> (usize, usize) {
+    let (mut start, mut n) = (0, 0);
+    for (i, c) in cq.iter().enumerate() {
+        if c.flags & CQE_FLAG_MATCH != 0 {
+            if u32::from(c.stream_id) == stream_id && u32::from(c.task_id) == task_id {
+                if n == 0 {
+                    start = i;
+                }
+                n += 1;
+                break;
+            }
+            if n != 0 {
+                break;
+            }
+        } else {
+            if n == 0 {
+                start = i;
+            }
+            n += 1;
+        }
+        if n >= max {
+            break;
+        }
+    }
+    (start, n)
 }
 
 /// Lets the cores' sleeps end within about a microsecond of the modelled duration.
 fn set_timer_slack_ns(ns: u64) {
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cqe(task: u16, matched: bool) -> Cqe {
+        Cqe {
+            stream_id: 3,
+            task_id: task,
+            flags: if matched { CQE_FLAG_MATCH } else { 0 },
+            ..Cqe::default()
+        }
+    }
+
+    #[test]
+    fn match_cqes_go_only_to_their_waiter() {
+        let q: VecDeque<Cqe> = [cqe(1, false), cqe(2, true), cqe(3, false)].into();
+        // Any task: the normal run before the match CQE.
+        assert_eq!(match_copy_range(&q, 3, 0xFFFF, 32), (0, 1));
+        // The awaited task: the normal ones before it, then it.
+        assert_eq!(match_copy_range(&q, 3, 2, 32), (0, 2));
+        assert_eq!(match_copy_range(&q, 3, 2, 1), (0, 1));
+        // A match CQE at the front that is not ours is skipped.
+        let q: VecDeque<Cqe> = [cqe(2, true), cqe(3, false), cqe(4, false)].into();
+        assert_eq!(match_copy_range(&q, 3, 0xFFFF, 32), (1, 2));
+        assert_eq!(match_copy_range(&q, 3, 9, 32), (1, 2));
+    }
 }

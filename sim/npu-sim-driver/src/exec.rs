@@ -105,7 +105,7 @@ fn kernel_faults(cfg: &Config, name: &str) -> bool {
     *nth == 0 || *nth == *count
 }
 
-fn sleep_until(deadline_ns: u64) {
+pub(crate) fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,

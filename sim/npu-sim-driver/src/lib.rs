@@ -1,5 +1,6 @@
 //! `libascend_hal.so`: the simulated Ascend driver. The runtime hands it every device task as
-//! 64-byte SQEs (`halSqTaskSend`) and collects completions as 32-byte CQEs (`halCqReportRecv`);
+//! 64-byte SQEs (`halSqTaskSend`), learns which finished from the SQ head (`halSqCqQuery`) and
+//! collects the few completion entries tasks write as 32-byte CQEs (`halCqReportRecv`);
 //! `halGetDeviceInfo` reads the device clock. Behind it sits the simulated device.
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
@@ -14,7 +15,9 @@ mod truth;
 
 use std::time::Duration;
 
-use npu_sim_common::abi::{self, CQE_SIZE, Cqe, HalReportRecvInfo, HalTaskSendInfo, SQE_SIZE, Sqe};
+use npu_sim_common::abi::{
+    self, CQE_SIZE, Cqe, HalReportRecvInfo, HalSqCqQueryInfo, HalTaskSendInfo, SQE_SIZE, Sqe,
+};
 use npu_sim_common::time::{monotonic_ns, tid};
 use npu_sim_common::trace::api;
 
@@ -182,6 +185,10 @@ pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -
     )
 }
 
+/// `drvError_t halCqReportRecv(uint32_t devId, struct halReportRecvInfo *info)`: CQEs of the
+/// logic CQ `info->cqId` (`DRV_LOGIC_TYPE`), as the driver's version-1 receive hands them out
+/// (see [`device::Device::receive`]). `timeout` is in ms: -1 waits forever, 0 returns at once
+/// (success with `report_cqe_num` 0 when there is nothing).
 // SAFETY: the C caller's contract: `info` is null or valid for what the prototype says it points
 // to.
 #[unsafe(no_mangle)]
@@ -194,19 +201,32 @@ pub unsafe extern "C" fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInf
             let Some(info) = (unsafe { info.as_mut() }) else {
                 return abi::DRV_ERROR_INVALID_VALUE;
             };
+            // The user-space driver marks the call as the "version 1" (match-aware) receive.
+            info.res[0] = 1;
             info.report_cqe_num = 0;
-            if info.cqe_addr.is_null() || info.cqe_num == 0 {
+            if info.cqe_addr.is_null() || info.cqe_num == 0 || info.timeout < -1 {
                 return abi::DRV_ERROR_INVALID_VALUE;
+            }
+            if info.type_ != abi::DRV_LOGIC_TYPE {
+                return abi::DRV_ERROR_NOT_SUPPORT;
             }
             let Some(dev) = device::get(devId) else {
                 return abi::DRV_ERROR_INVALID_DEVICE;
             };
-            let cqes = dev.receive(info.cqe_num as usize, timeout_ms(info.timeout));
-            if cqes.is_empty() {
-                return abi::DRV_ERROR_WAIT_TIMEOUT;
-            }
+            let timeout = (info.timeout >= 0).then(|| Duration::from_millis(info.timeout as u64));
+            let cqes = match dev.receive(
+                info.cq_id,
+                info.stream_id,
+                info.task_id,
+                info.cqe_num as usize,
+                timeout,
+            ) {
+                Ok(c) => c,
+                Err(device::RecvError::Timeout) => return abi::DRV_ERROR_WAIT_TIMEOUT,
+            };
             for (i, cqe) in cqes.iter().enumerate() {
-                // SAFETY: the caller provides room for cqe_num CQEs; Cqe is packed plain data.
+                // SAFETY: the caller provides room for cqe_num CQEs (cqes.len() <= cqe_num);
+                // Cqe is plain data.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         (cqe as *const Cqe).cast::<u8>(),
@@ -227,8 +247,103 @@ pub unsafe extern "C" fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInf
                     .u64("cqId", i.cq_id.into());
                 a.i64("timeout", i.timeout.into())
                     .u64("cqe_num", i.cqe_num.into());
+                a.u64("stream_id", i.stream_id.into())
+                    .u64("task_id", i.task_id.into());
                 a.u64("report_cqe_num", i.report_cqe_num.into());
             }
+        },
+    )
+}
+
+/// `drvError_t halSqCqQuery(uint32_t devId, struct halSqCqQueryInfo *info)` (DRV
+/// pkg_inc/ascend_hal_base.h): a property of a normal SQ in `value[0]`: its head (the position
+/// of its oldest unfinished task), tail, depth, status, or whether it wrote a CQE since the last
+/// query (read clear).
+// SAFETY: the C caller's contract: `info` is null or a valid halSqCqQueryInfo.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn halSqCqQuery(devId: u32, info: *mut HalSqCqQueryInfo) -> i32 {
+    api(
+        LIB,
+        "halSqCqQuery",
+        || {
+            // SAFETY: the caller passes null or a valid halSqCqQueryInfo.
+            let Some(info) = (unsafe { info.as_mut() }) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let Some(dev) = device::get(devId) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            if info.type_ != abi::DRV_NORMAL_TYPE {
+                return abi::DRV_ERROR_NOT_SUPPORT;
+            }
+            match dev.query_sq(info.sq_id, info.prop) {
+                Some(v) => {
+                    info.value[0] = v;
+                    abi::DRV_ERROR_NONE
+                }
+                None => abi::DRV_ERROR_NOT_SUPPORT,
+            }
+        },
+        |a| {
+            a.u64("devId", devId.into()).u64("info", info as u64);
+            // SAFETY: as above.
+            if let Some(i) = unsafe { info.as_ref() } {
+                a.i64("type", i.type_.into())
+                    .u64("sqId", i.sq_id.into())
+                    .i64("prop", i.prop.into());
+                a.u64("value", i.value[0].into());
+            }
+        },
+    )
+}
+
+/// `DVresult drvMemcpy(DVdeviceptr dst, size_t dest_max, DVdeviceptr src, size_t byte_count)`
+/// (DRV pkg_inc/ascend_hal_base.h): the synchronous copy behind `rtMemcpy` on 910B (RT
+/// npu_driver_mem.cc `MemCopySync`): the driver moves the bytes on the calling thread; no
+/// stream, no SQE.
+#[unsafe(no_mangle)]
+pub extern "C" fn drvMemcpy(dst: u64, dest_max: usize, src: u64, byte_count: usize) -> i32 {
+    api(
+        LIB,
+        "drvMemcpy",
+        || {
+            if dst == 0 || src == 0 || byte_count > dest_max {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            }
+            let start = monotonic_ns();
+            // SAFETY: the runtime checked both ranges against its allocations; device memory
+            // is host memory here.
+            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, byte_count) };
+            exec::sleep_until(start + cost::dma_ns(config::get(), byte_count as u64));
+            abi::DRV_ERROR_NONE
+        },
+        |a| {
+            a.u64("dst", dst).u64("dest_max", dest_max as u64);
+            a.u64("src", src).u64("byte_count", byte_count as u64);
+        },
+    )
+}
+
+/// `DVresult drvMemsetD8(DVdeviceptr dst, size_t destMax, UINT8 value, size_t num)`: the
+/// synchronous memset behind `rtMemset` (RT npu_driver_mem.cc `MemSetSync`); no stream, no SQE.
+#[unsafe(no_mangle)]
+pub extern "C" fn drvMemsetD8(dst: u64, destMax: usize, value: u8, num: usize) -> i32 {
+    api(
+        LIB,
+        "drvMemsetD8",
+        || {
+            if dst == 0 || num > destMax {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            }
+            let start = monotonic_ns();
+            // SAFETY: the runtime checked the range lies in one device allocation.
+            unsafe { std::ptr::write_bytes(dst as *mut u8, value, num) };
+            exec::sleep_until(start + cost::memset_ns(config::get(), num as u64));
+            abi::DRV_ERROR_NONE
+        },
+        |a| {
+            a.u64("dst", dst).u64("destMax", destMax as u64);
+            a.u64("value", value.into()).u64("num", num as u64);
         },
     )
 }

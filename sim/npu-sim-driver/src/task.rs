@@ -10,6 +10,8 @@ use npu_sim_common::abi::{self, Sqe};
 pub(crate) struct Task {
     pub sqe: Sqe,
     pub sq_id: u32,
+    /// Position of the SQE in its SQ.
+    pub pos: u32,
     pub submit_ns: u64,
     /// Submitting thread.
     pub tid: u32,

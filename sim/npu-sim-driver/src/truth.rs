@@ -35,7 +35,8 @@ fn copy_name(kind: u32) -> &'static str {
     }
 }
 
-pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
+/// One `task` line; `cqe` says whether the task wrote a completion entry.
+pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome, cqe: bool) {
     if core::truth().is_none() {
         return;
     }
@@ -71,7 +72,7 @@ pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
             name_of(sqe, sqe_off::HCCL_NAME),
             sqe.u64_at(sqe_off::HCCL_BYTES),
         ),
-        sqe_type::EVENT_RECORD => ("EVENT", "EVENT_RECORD".to_string(), 0),
+        sqe_type::EVENT_RECORD | sqe_type::PLACE_HOLDER => ("EVENT", "EVENT_RECORD".to_string(), 0),
         sqe_type::EVENT_WAIT => ("EVENT", "EVENT_WAIT".to_string(), 0),
         _ => ("OTHER", String::new(), 0),
     };
@@ -80,6 +81,11 @@ pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
         .u64("sqe_type", ty.into())
         .u64("block_dim", sqe.block_dim().into());
     o.u64("bytes", bytes).u64("status", out.status.into());
+    o.bool("wr_cqe", sqe.wr_cqe()).bool("cqe", cqe);
+    o.bool(
+        "sync_flag",
+        sqe.stream_field() & abi::RT_SYNC_TASK_FLAG != 0,
+    );
     match ty {
         sqe_type::SDMA => {
             o.u64("copy_kind", sqe.u32_at(sqe_off::COPY_KIND).into());

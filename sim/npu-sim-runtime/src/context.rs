@@ -1,12 +1,12 @@
 //! Devices as the runtime sees them: reference counts from rtSetDevice/rtDeviceReset, the
-//! thread's current device, each device's streams, and the report-receiving thread that calls
-//! `halCqReportRecv` and wakes waiters.
+//! thread's current device and each device's streams. No thread of the runtime's own waits for
+//! completions: synchronizing threads reclaim (see `stream`).
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use npu_sim_common::abi::{self, CQE_SIZE, Cqe, HalReportRecvInfo};
+use npu_sim_common::abi;
 
 use crate::event::Event;
 use crate::hal::Hal;
@@ -14,10 +14,6 @@ use crate::stream::Stream;
 
 /// Default stream of every device.
 pub(crate) const DEFAULT_STREAM_ID: u16 = 0;
-/// CQEs the report thread takes per `halCqReportRecv`.
-const REPORT_BATCH: usize = 64;
-/// How long one `halCqReportRecv` waits (ms) before the thread checks whether it should stop.
-const REPORT_TIMEOUT_MS: i32 = 500;
 
 #[derive(Default)]
 struct DevState {
@@ -25,8 +21,6 @@ struct DevState {
     streams: HashMap<u16, Arc<Stream>>,
     free_ids: BTreeSet<u16>,
     next_id: u16,
-    report_wanted: bool,
-    report_running: bool,
 }
 
 struct DevCtx {
@@ -95,17 +89,16 @@ pub(crate) fn set_device(dev: i32) -> Result<(), i32> {
         if rc != abi::DRV_ERROR_NONE {
             return Err(abi::ACL_ERROR_RT_INVALID_DEVICEID);
         }
-        st.streams
-            .insert(DEFAULT_STREAM_ID, Stream::new(dev, DEFAULT_STREAM_ID));
+        st.streams.insert(
+            DEFAULT_STREAM_ID,
+            Stream::new(
+                dev,
+                DEFAULT_STREAM_ID,
+                u32::from(DEFAULT_STREAM_ID),
+                u32::from(DEFAULT_STREAM_ID),
+            ),
+        );
         st.next_id = DEFAULT_STREAM_ID + 1;
-        st.report_wanted = true;
-        if !st.report_running {
-            st.report_running = true;
-            std::thread::Builder::new()
-                .name(format!("npu-sim-report{dev}"))
-                .spawn(move || report_loop(dev))
-                .map_err(|_| abi::ACL_ERROR_RT_INTERNAL_ERROR)?;
-        }
     }
     st.refs += 1;
     CURRENT.with(|c| c.set(Some(dev)));
@@ -113,8 +106,7 @@ pub(crate) fn set_device(dev: i32) -> Result<(), i32> {
     Ok(())
 }
 
-/// Drops one reference; the last one drains and destroys the device's streams and stops its
-/// report thread. Returns the destroyed streams, whose application handles the caller must
+/// Drops one reference; the last one drains and destroys the device's streams. Returns the destroyed streams, whose application handles the caller must
 /// invalidate (handles are not this module's business).
 pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
     let dev = check_device(dev)?;
@@ -135,7 +127,6 @@ pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
     let mut st = dev_state(dev);
     st.streams.clear();
     st.free_ids.clear();
-    st.report_wanted = false;
     drop(st);
     CURRENT.with(|c| {
         if c.get() == Some(dev) {
@@ -175,7 +166,7 @@ pub(crate) fn create_stream() -> Result<Arc<Stream>, i32> {
             id
         }
     };
-    let s = Stream::new(dev, id);
+    let s = Stream::new(dev, id, u32::from(id), u32::from(id));
     st.streams.insert(id, s.clone());
     Ok(s)
 }
@@ -192,51 +183,6 @@ pub(crate) fn destroy_stream(s: &Arc<Stream>) {
 pub(crate) fn streams_of_current() -> Result<Vec<Arc<Stream>>, i32> {
     let dev = current_device()?;
     Ok(dev_state(dev).streams.values().cloned().collect())
-}
-
-/// The report-receiving thread of `dev`.
-fn report_loop(dev: u32) {
-    let mut buf = vec![0u8; REPORT_BATCH * CQE_SIZE];
-    loop {
-        let mut info = HalReportRecvInfo {
-            type_: 0,
-            ts_id: 0,
-            cq_id: 0,
-            timeout: REPORT_TIMEOUT_MS,
-            cqe_addr: buf.as_mut_ptr(),
-            cqe_num: REPORT_BATCH as u32,
-            report_cqe_num: 0,
-            stream_id: 0,
-            task_id: u32::MAX,
-            res: [0; 8],
-        };
-        // SAFETY: `info` describes a buffer of REPORT_BATCH CQEs.
-        let rc = unsafe { (Hal::get().halCqReportRecv)(dev, &mut info) };
-        if rc == abi::DRV_ERROR_NONE {
-            for i in 0..(info.report_cqe_num as usize).min(REPORT_BATCH) {
-                // SAFETY: the driver wrote report_cqe_num packed CQEs into `buf`.
-                let cqe: Cqe =
-                    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(i * CQE_SIZE).cast()) };
-                let sid = cqe.stream_id;
-                let stream = dev_state(dev).streams.get(&sid).cloned();
-                match stream {
-                    Some(s) => s.complete(&cqe),
-                    None => {
-                        eprintln!("npu-sim: CQE for unknown stream {sid} on device {dev}");
-                    }
-                }
-            }
-            continue;
-        }
-        if rc != abi::DRV_ERROR_WAIT_TIMEOUT {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let mut st = dev_state(dev);
-        if !st.report_wanted {
-            st.report_running = false;
-            return;
-        }
-    }
 }
 
 /// Process-wide event ids.

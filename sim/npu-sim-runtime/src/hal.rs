@@ -1,10 +1,13 @@
 //! The driver functions the runtime calls (through libascend_hal.so's dynamic exports).
-use npu_sim_common::abi::{HalReportRecvInfo, HalTaskSendInfo};
+use npu_sim_common::abi::{HalReportRecvInfo, HalSqCqQueryInfo, HalTaskSendInfo};
 
 npu_sim_common::import_table! {
     pub struct Hal from "libascend_hal.so" {
         fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -> i32;
         fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInfo) -> i32;
         fn halGetDeviceInfo(devId: u32, moduleType: i32, infoType: i32, value: *mut i64) -> i32;
+        fn halSqCqQuery(devId: u32, info: *mut HalSqCqQueryInfo) -> i32;
+        fn drvMemcpy(dst: u64, dest_max: usize, src: u64, byte_count: usize) -> i32;
+        fn drvMemsetD8(dst: u64, destMax: usize, value: u8, num: usize) -> i32;
     }
 }

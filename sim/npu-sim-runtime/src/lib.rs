@@ -1,6 +1,8 @@
 //! `libruntime.so`: the simulated CANN runtime (`rt*` API). Every device task is built as an
-//! SQE and handed to the driver with `halSqTaskSend` on the calling thread; a report thread per
-//! device collects CQEs with `halCqReportRecv` and wakes waiters.
+//! SQE and handed to the driver with `halSqTaskSend` on the calling thread; synchronizing calls
+//! reclaim finished tasks on their own thread from the SQ head (`halSqCqQuery`) and the stream's
+//! logic CQ (`halCqReportRecv`). Synchronous copies and memsets are driver calls (`drvMemcpy`,
+//! `drvMemsetD8`), as on 910B.
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
 mod context;
@@ -13,12 +15,14 @@ mod stream;
 
 use std::ffi::{CStr, c_char, c_void};
 
-use npu_sim_common::abi::{self, RtArgsEx, RtDevBinary, SQE_FLAG_SYNC, Sqe, sqe_off, sqe_type};
+use npu_sim_common::abi::{self, RtArgsEx, RtDevBinary, Sqe, sqe_off, sqe_type};
 use npu_sim_common::json::Obj;
 use npu_sim_common::trace::{api, out_ptr};
 
+use hal::Hal;
 use kernel::Func;
 use memory::Place;
+use stream::Submit;
 
 const LIB: &str = "libruntime.so";
 
@@ -228,7 +232,7 @@ pub unsafe extern "C" fn rtStreamWaitEvent(stm: Stm, evt: *mut c_void) -> i32 {
                 let mut sqe = Sqe::new(sqe_type::EVENT_WAIT, 0);
                 sqe.set_u32(sqe_off::EVENT_ID, e.id)
                     .set_u64(sqe_off::EVENT_GEN, generation);
-                s.submit(&mut sqe, None).map(drop)
+                s.submit(&mut sqe, Submit::default()).map(drop)
             })())
         },
         |a| {
@@ -283,9 +287,23 @@ pub unsafe extern "C" fn rtEventRecord(evt: *mut c_void, stm: Stm) -> i32 {
                 let mut sqe = Sqe::new(sqe_type::EVENT_RECORD, 0);
                 sqe.set_u32(sqe_off::EVENT_ID, e.id)
                     .set_u64(sqe_off::EVENT_GEN, generation);
-                s.submit(&mut sqe, Some((e.clone(), generation)))
-                    .map(drop)
-                    .inspect_err(|_| e.cancel_record(generation))
+                // Events are created with RT_EVENT_DEFAULT, which includes RT_EVENT_TIME_LINE:
+                // the record writes a CQE carrying its device time (RT event_task_v100.cc).
+                let submit = Submit {
+                    event: Some((e.clone(), generation)),
+                    concern: true,
+                    ..Submit::default()
+                };
+                match s.submit(&mut sqe, submit) {
+                    Ok((seq, _)) => {
+                        e.sent(generation, s, seq);
+                        Ok(())
+                    }
+                    Err(code) => {
+                        e.cancel_record(generation);
+                        Err(code)
+                    }
+                }
             })())
         },
         |a| {
@@ -403,34 +421,35 @@ pub unsafe extern "C" fn rtFreeHost(hostPtr: *mut c_void) -> i32 {
     )
 }
 
-/// Queues an SDMA copy; returns (stream, sequence) so a synchronous caller can wait for it.
+/// Queues an SDMA copy on `stm`.
 fn submit_copy(
     dst: *mut c_void,
     dest_max: u64,
     src: *const c_void,
     cnt: u64,
     kind: u32,
-    stm: Option<Stm>,
-) -> Result<Option<(std::sync::Arc<stream::Stream>, u64)>, i32> {
+    stm: Stm,
+) -> Result<(), i32> {
     let kind = memory::check_copy(dst, dest_max, src, cnt, kind)?;
-    let s = match stm {
-        Some(h) => handles::stream(h)?,
-        None => context::default_stream()?,
-    };
+    let s = handles::stream(stm)?;
     if cnt == 0 {
-        return Ok(None);
+        return Ok(());
     }
     let mut sqe = Sqe::new(sqe_type::SDMA, 0);
     sqe.set_u64(sqe_off::COPY_SRC, src as u64)
         .set_u64(sqe_off::COPY_DST, dst as u64);
     sqe.set_u64(sqe_off::COPY_BYTES, cnt)
         .set_u32(sqe_off::COPY_KIND, kind);
-    sqe.set_u32(
-        sqe_off::COPY_FLAGS,
-        if stm.is_none() { SQE_FLAG_SYNC } else { 0 },
-    );
-    let seq = s.submit(&mut sqe, None)?;
-    Ok(Some((s, seq)))
+    s.submit(&mut sqe, Submit::default()).map(drop)
+}
+
+/// A driver error as the runtime reports it.
+fn drv_rc(rc: i32) -> i32 {
+    match rc {
+        abi::DRV_ERROR_NONE => abi::ACL_SUCCESS,
+        abi::DRV_ERROR_INVALID_VALUE => abi::ACL_ERROR_RT_PARAM_INVALID,
+        _ => abi::ACL_ERROR_RT_INTERNAL_ERROR,
+    }
 }
 
 fn copy_args(
@@ -461,10 +480,30 @@ pub unsafe extern "C" fn rtMemcpy(
     api(
         LIB,
         "rtMemcpy",
-        || match submit_copy(dst, destMax, src, cnt, kind, None) {
-            Ok(Some((s, seq))) => s.wait_task(seq),
-            Ok(None) => abi::ACL_SUCCESS,
-            Err(e) => e,
+        || {
+            // RT ApiImpl::MemCopySync -> NpuDriver::MemCopySync: the driver copies; no task.
+            rc((|| {
+                memory::check_copy(dst, destMax, src, cnt, kind)?;
+                context::current_device()?;
+                if cnt == 0 {
+                    return Ok(());
+                }
+                let usize_of =
+                    |v: u64| usize::try_from(v).map_err(|_| abi::ACL_ERROR_RT_PARAM_INVALID);
+                // SAFETY: plain driver call with integer arguments.
+                let r = unsafe {
+                    (Hal::get().drvMemcpy)(
+                        dst as u64,
+                        usize_of(destMax)?,
+                        src as u64,
+                        usize_of(cnt)?,
+                    )
+                };
+                match drv_rc(r) {
+                    0 => Ok(()),
+                    e => Err(e),
+                }
+            })())
         },
         |a| copy_args(a, dst, destMax, src, cnt, kind),
     )
@@ -484,7 +523,7 @@ pub unsafe extern "C" fn rtMemcpyAsync(
     api(
         LIB,
         "rtMemcpyAsync",
-        || rc(submit_copy(dst, destMax, src, cnt, kind, Some(stm)).map(drop)),
+        || rc(submit_copy(dst, destMax, src, cnt, kind, stm)),
         |a| {
             copy_args(a, dst, destMax, src, cnt, kind);
             a.u64("stm", stm as u64);
@@ -492,31 +531,17 @@ pub unsafe extern "C" fn rtMemcpyAsync(
     )
 }
 
-fn submit_set(
-    p: *mut c_void,
-    dest_max: u64,
-    val: u32,
-    cnt: u64,
-    stm: Option<Stm>,
-) -> Result<Option<(std::sync::Arc<stream::Stream>, u64)>, i32> {
+fn submit_set(p: *mut c_void, dest_max: u64, val: u32, cnt: u64, stm: Stm) -> Result<(), i32> {
     memory::check_set(p, dest_max, cnt)?;
-    let s = match stm {
-        Some(h) => handles::stream(h)?,
-        None => context::default_stream()?,
-    };
+    let s = handles::stream(stm)?;
     if cnt == 0 {
-        return Ok(None);
+        return Ok(());
     }
     let mut sqe = Sqe::new(sqe_type::MEMSET, 0);
     sqe.set_u64(sqe_off::SET_PTR, p as u64)
         .set_u64(sqe_off::SET_BYTES, cnt)
         .set_u32(sqe_off::SET_VALUE, val);
-    sqe.set_u32(
-        sqe_off::SET_FLAGS,
-        if stm.is_none() { SQE_FLAG_SYNC } else { 0 },
-    );
-    let seq = s.submit(&mut sqe, None)?;
-    Ok(Some((s, seq)))
+    s.submit(&mut sqe, Submit::default()).map(drop)
 }
 
 // SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
@@ -526,10 +551,30 @@ pub unsafe extern "C" fn rtMemset(devPtr: *mut c_void, destMax: u64, val: u32, c
     api(
         LIB,
         "rtMemset",
-        || match submit_set(devPtr, destMax, val, cnt, None) {
-            Ok(Some((s, seq))) => s.wait_task(seq),
-            Ok(None) => abi::ACL_SUCCESS,
-            Err(e) => e,
+        || {
+            // RT ApiImpl::MemSetSync -> drvMemsetD8: the driver sets; no task.
+            rc((|| {
+                memory::check_set(devPtr, destMax, cnt)?;
+                context::current_device()?;
+                if cnt == 0 {
+                    return Ok(());
+                }
+                let usize_of =
+                    |v: u64| usize::try_from(v).map_err(|_| abi::ACL_ERROR_RT_PARAM_INVALID);
+                // SAFETY: plain driver call with integer arguments.
+                let r = unsafe {
+                    (Hal::get().drvMemsetD8)(
+                        devPtr as u64,
+                        usize_of(destMax)?,
+                        val as u8,
+                        usize_of(cnt)?,
+                    )
+                };
+                match drv_rc(r) {
+                    0 => Ok(()),
+                    e => Err(e),
+                }
+            })())
         },
         |a| {
             a.u64("devPtr", devPtr as u64)
@@ -553,7 +598,7 @@ pub unsafe extern "C" fn rtMemsetAsync(
     api(
         LIB,
         "rtMemsetAsync",
-        || rc(submit_set(ptr, destMax, val, cnt, Some(stm)).map(drop)),
+        || rc(submit_set(ptr, destMax, val, cnt, stm)),
         |a| {
             a.u64("ptr", ptr as u64)
                 .u64("destMax", destMax)
@@ -712,7 +757,7 @@ fn launch(
         .set_u64(sqe_off::KERNEL_NAME, f.name.ptr as u64);
     sqe.set_u64(sqe_off::KERNEL_ARGS, args as u64)
         .set_u32(sqe_off::KERNEL_ARGS_SIZE, args_size);
-    s.submit(&mut sqe, None).map(drop)
+    s.submit(&mut sqe, Submit::default()).map(drop)
 }
 
 /// (args, argsSize) of an `rtArgsEx_t`, or (NULL, 0).
@@ -890,5 +935,5 @@ pub unsafe extern "C" fn npu_sim_rt_submit(stm: Stm, sqe: *const u8) -> i32 {
     let mut s = Sqe::default();
     // SAFETY: the caller passes one 64-byte SQE.
     unsafe { std::ptr::copy_nonoverlapping(sqe, s.0.as_mut_ptr(), abi::SQE_SIZE) };
-    rc(handles::stream(stm).and_then(|st| st.submit(&mut s, None).map(drop)))
+    rc(handles::stream(stm).and_then(|st| st.submit(&mut s, Submit::default()).map(drop)))
 }
