@@ -16,10 +16,10 @@ pub fn unique_host(test: &str) -> String {
     format!("{test}-{}", std::process::id())
 }
 
-/// Removes the channel files of simulated host `host` from /dev/shm (they outlive processes,
-/// like a driver's state, until removed).
+/// Removes the files of simulated host `host` from /dev/shm: its profiling channels and device
+/// id tables (they outlive processes, like a driver's state, until removed).
 pub fn remove_host(host: &str) {
-    let marker = format!("-{host}-prof-");
+    let marker = format!("-{host}-");
     for e in std::fs::read_dir("/dev/shm")
         .into_iter()
         .flatten()

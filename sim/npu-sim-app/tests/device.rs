@@ -182,17 +182,50 @@ fn task_ids_wrap_at_65535() {
         }
     }
     assert!(wrapped >= 2, "streams wrapped");
-    // rtGetTaskIdAndStreamID reports the thread's last task.
+    // rtGetTaskIdAndStreamID reports the thread's last task with its flip count:
+    // (flip << 16) | task id.
     for a in lines.iter().filter(|l| l["fn"] == "rtGetTaskIdAndStreamID") {
         let (task, stream) = (&a["args"]["out_task_id"], &a["args"]["out_stream_id"]);
         let last = lines
             .iter()
             .filter(|l| {
-                l["type"] == "task" && l["tid"] == a["tid"] && u(l, "submit_ns") < u(a, "enter_ns")
+                l["type"] == "task"
+                    && l["kind"] != "FLIP"
+                    && l["tid"] == a["tid"]
+                    && u(l, "submit_ns") < u(a, "enter_ns")
             })
             .max_by_key(|l| u(l, "submit_ns"))
             .unwrap();
-        assert_eq!((&last["task"], &last["stream"]), (task, stream));
+        assert_eq!((&last["prof_task_id"], &last["stream"]), (task, stream));
+    }
+    // After 65534 the runtime sends a flip task (a place holder with task_type 98) with the
+    // next id, 0, and the stream's incremented flip count; later tasks carry that count.
+    let flips: Vec<_> = of_type(lines, "task")
+        .into_iter()
+        .filter(|t| t["kind"] == "FLIP")
+        .collect();
+    assert!(!flips.is_empty(), "no flip task");
+    for f in &flips {
+        assert_eq!(
+            (u(f, "task"), u(f, "sqe_type"), u(f, "flip")),
+            (0, 3, 1),
+            "{f}"
+        );
+        assert_eq!(u(f, "prof_task_id"), 1 << 16);
+        let before = lines
+            .iter()
+            .filter(|l| {
+                l["type"] == "task"
+                    && l["stream"] == f["stream"]
+                    && u(l, "submit_ns") < u(f, "submit_ns")
+            })
+            .max_by_key(|l| u(l, "submit_ns"))
+            .expect("a task before the flip task");
+        assert_eq!(
+            (u(before, "task"), u(before, "flip")),
+            (65534, 0),
+            "{before}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -38,12 +38,20 @@ fn check_complete(end: &ProfEnd, truth_dir: &Path) -> Vec<RecordKey> {
             (recs.len() as u64, recs.len() as u64, 0)
         );
     }
-    for r in &end.records {
-        assert_eq!(
-            u(r, "acsq_id"),
-            u(r, "stream"),
-            "acsqId is the SQ, i.e. the stream: {r}"
-        );
+    // acsqId is the driver's SQ id (10 bits), not the stream id.
+    let sq_of: std::collections::BTreeMap<(u64, u64, u64), u64> = truth
+        .values()
+        .flat_map(|l| of_type(l, "task"))
+        .map(|t| {
+            (
+                (u(t, "device"), u(t, "stream"), u(t, "start_cnt")),
+                u(t, "sq"),
+            )
+        })
+        .collect();
+    for r in end.records.iter().filter(|r| u(r, "func_type") == 0) {
+        let sq = sq_of[&(u(r, "device"), u(r, "stream"), u(r, "timestamp"))];
+        assert_eq!(u(r, "acsq_id"), sq & 0x3ff, "{r}");
     }
     want
 }

@@ -192,3 +192,112 @@ fn api_lines_record_arguments_and_out_pointers() {
     assert!(u(range, "ret") > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// (device, id) -> [(pid, from_ns, to_ns)]: who held a driver id when.
+type Held = std::collections::BTreeMap<(u64, u64), Vec<(u64, u64, u64)>>;
+
+/// Intervals during which each process held a driver id of one kind, from the alloc and free
+/// calls in its truth.
+fn held_ids(
+    truth: &std::collections::BTreeMap<u64, Vec<serde_json::Value>>,
+    alloc: &str,
+    free: &str,
+    ty: u64,
+    out_key: &str,
+    in_key: &str,
+) -> Held {
+    let mut held = Held::default();
+    for (pid, lines) in truth {
+        let end = lines
+            .iter()
+            .filter_map(|l| l["exit_ns"].as_u64())
+            .max()
+            .unwrap_or(u64::MAX);
+        for a in lines
+            .iter()
+            .filter(|l| l["fn"] == alloc && l["ret"] == 0 && l["args"]["type"] == ty)
+        {
+            let (dev, id) = (u(&a["args"], "devId"), u(&a["args"], out_key));
+            let until = lines
+                .iter()
+                .filter(|f| {
+                    f["fn"] == free
+                        && f["args"]["type"] == ty
+                        && u(&f["args"], "devId") == dev
+                        && u(&f["args"], in_key) == id
+                        && u(f, "enter_ns") >= u(a, "exit_ns")
+                })
+                .map(|f| u(f, "enter_ns"))
+                .min()
+                .unwrap_or(end);
+            held.entry((dev, id))
+                .or_default()
+                .push((*pid, u(a, "enter_ns"), until));
+        }
+    }
+    held
+}
+
+#[test]
+fn stream_and_sq_ids_are_the_drivers_and_device_wide() {
+    let dir = scratch_dir("ids");
+    // Two processes on device 0 of one simulated host at the same time.
+    let mut train = sim_command("npu-sim-app", &dir)
+        .args(["train", "--steps", "4", "--step-sleep-ms", "20"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("npu-sim-app");
+    run_ok(sim_command("npu-sim-app", &dir).args(["burst", "--threads", "3", "--launches", "300"]));
+    assert!(train.wait().expect("train").success());
+    let truth = read_truth(&dir);
+    assert_eq!(truth.len(), 2);
+    for (what, alloc, free, ty, out_key, in_key) in [
+        (
+            "stream",
+            "halResourceIdAlloc",
+            "halResourceIdFree",
+            0,
+            "resourceId",
+            "resourceId",
+        ),
+        ("SQ", "halSqCqAllocate", "halSqCqFree", 0, "sqId", "sqId"),
+        (
+            "logic CQ",
+            "halSqCqAllocate",
+            "halSqCqFree",
+            2,
+            "cqId",
+            "cqId",
+        ),
+    ] {
+        let held = held_ids(&truth, alloc, free, ty, out_key, in_key);
+        assert!(!held.is_empty(), "no {what} ids");
+        for ((dev, id), spans) in &held {
+            for (i, a) in spans.iter().enumerate() {
+                for b in &spans[i + 1..] {
+                    let overlap = a.1 < b.2 && b.1 < a.2;
+                    assert!(
+                        a.0 == b.0 || !overlap,
+                        "{what} {id} of device {dev} held by {a:?} and {b:?} at once"
+                    );
+                }
+            }
+        }
+    }
+    for lines in truth.values() {
+        check_consistency(lines);
+        for t in of_type(lines, "task") {
+            assert_ne!(u(t, "sq"), u(t, "stream"), "SQ ids are not stream ids: {t}");
+            // Every task's SQ was allocated for its stream.
+            assert!(
+                lines.iter().any(|a| a["fn"] == "halSqCqAllocate"
+                    && a["args"]["type"] == 0
+                    && a["args"]["stream_id"] == t["stream"]
+                    && a["args"]["sqId"] == t["sq"]),
+                "{t}"
+            );
+        }
+    }
+    npu_sim_app::prof::remove_host(&test_host());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,6 +14,7 @@ pub const ACL_ERROR_RT_INVALID_DEVICEID: i32 = 107001;
 pub const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107002;
 pub const ACL_ERROR_RT_INVALID_MEMORY_TYPE: i32 = 107016;
 pub const ACL_ERROR_RT_INVALID_HANDLE: i32 = 107017;
+pub const ACL_ERROR_RT_NO_STREAM_RESOURCE: i32 = 207008;
 pub const ACL_ERROR_RT_TASK_TIMEOUT: i32 = 107020;
 pub const ACL_ERROR_RT_MEMORY_ALLOCATION: i32 = 207001;
 pub const ACL_ERROR_RT_INTERNAL_ERROR: i32 = 507000;
@@ -24,9 +25,11 @@ pub const DRV_ERROR_NONE: i32 = 0;
 pub const DRV_ERROR_INVALID_DEVICE: i32 = 2;
 pub const DRV_ERROR_INVALID_VALUE: i32 = 3;
 pub const DRV_ERROR_INNER_ERR: i32 = 7;
+pub const DRV_ERROR_NO_RESOURCES: i32 = 14;
 pub const DRV_ERROR_WAIT_TIMEOUT: i32 = 16;
 pub const DRV_ERROR_STATUS_FAIL: i32 = 30;
 pub const DRV_ERROR_MEMORY_OPT_FAIL: i32 = 58;
+pub const DRV_ERROR_SQID_FULL: i32 = 60;
 pub const DRV_ERROR_NOT_SUPPORT: i32 = 0xfffe;
 
 // ---- HCCL (hccl_types.h) ----
@@ -42,6 +45,7 @@ pub const HCCL_E_RUNTIME: i32 = 15;
 
 // ---- halGetDeviceInfo ----
 pub const MODULE_TYPE_SYSTEM: i32 = 0;
+pub const INFO_TYPE_VERSION: i32 = 1;
 pub const INFO_TYPE_SYS_COUNT: i32 = 13;
 pub const INFO_TYPE_DEV_OSC_FREQUE: i32 = 25;
 
@@ -115,6 +119,71 @@ pub struct HalReportRecvInfo {
     pub res: [u32; 8],
 }
 
+/// `struct halSqCqInputInfo` (pkg_inc/hal_pkg/trs_pkg.h): `info[0]` carries the stream id.
+#[repr(C)]
+pub struct HalSqCqInputInfo {
+    pub type_: i32,
+    pub ts_id: u32,
+    pub sqe_size: u32,
+    pub cqe_size: u32,
+    pub sqe_depth: u32,
+    pub cqe_depth: u32,
+    pub grp_id: u32,
+    pub flag: u32,
+    pub cq_id: u32,
+    pub sq_id: u32,
+    pub info: [u32; 5],
+    pub ext_info_len: u32,
+    pub ext_info: *mut c_void,
+    pub res: [u32; 5],
+}
+
+/// `struct halSqCqOutputInfo` (pkg_inc/ascend_hal_define.h).
+#[repr(C)]
+#[derive(Default)]
+pub struct HalSqCqOutputInfo {
+    pub sq_id: u32,
+    pub cq_id: u32,
+    pub queue_vaddr: u64,
+    pub flag: u32,
+    pub res: [u32; 5],
+}
+
+/// `struct halSqCqFreeInfo` (pkg_inc/hal_pkg/trs_pkg.h).
+#[repr(C)]
+#[derive(Default)]
+pub struct HalSqCqFreeInfo {
+    pub type_: i32,
+    pub ts_id: u32,
+    pub sq_id: u32,
+    pub cq_id: u32,
+    pub flag: u32,
+    pub res: [u32; 8],
+}
+
+/// `drvIdType_t` (pkg_inc/hal_pkg/trs_pkg.h).
+pub const DRV_STREAM_ID: i32 = 0;
+pub const DRV_EVENT_ID: i32 = 1;
+pub const DRV_MODEL_ID: i32 = 2;
+
+/// `struct halResourceIdInputInfo` (pkg_inc/hal_pkg/trs_pkg.h).
+#[repr(C)]
+#[derive(Default)]
+pub struct HalResourceIdInputInfo {
+    pub type_: i32,
+    pub ts_id: u32,
+    pub resource_id: u32,
+    pub res: [u32; 8],
+}
+
+/// `struct halResourceIdOutputInfo`.
+#[repr(C)]
+#[derive(Default)]
+pub struct HalResourceIdOutputInfo {
+    pub resource_id: u32,
+    pub res: [u32; 8],
+}
+
 /// `drvSqCqType_t` (pkg_inc/hal_pkg/trs_pkg.h).
 pub const DRV_NORMAL_TYPE: i32 = 0;
 pub const DRV_LOGIC_TYPE: i32 = 2;
@@ -137,6 +206,33 @@ pub struct HalSqCqQueryInfo {
     pub cq_id: u32,
     pub prop: i32,
     pub value: [u32; 8],
+}
+
+/// The simulated chip (`NPU_SIM_CHIP`): it decides the SQE header, the SQE type numbers and the
+/// profiling record format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chip {
+    /// Atlas A2/A3 (910B, 910_93): STARS v100.
+    Ascend910B,
+    /// Ascend 950 ("David"): STARS v2.
+    Ascend950,
+}
+
+impl Chip {
+    pub fn tag(self) -> &'static str {
+        match self {
+            Chip::Ascend910B => "910B",
+            Chip::Ascend950 => "950",
+        }
+    }
+    /// The chip id `halGetDeviceInfo(INFO_TYPE_VERSION)` reports in bits 8-15 (msPTI
+    /// `PlatformType`: CHIP_910B = 5, CHIP_V6 = 15).
+    pub fn chip_id(self) -> u32 {
+        match self {
+            Chip::Ascend910B => 5,
+            Chip::Ascend950 => 15,
+        }
+    }
 }
 
 /// `halCqReportRecv` `task_id` meaning "any task" (runtime `MAX_UINT16_NUM`).
@@ -193,6 +289,29 @@ pub mod sqe_off {
     pub const HCCL_OP: usize = 36; // u32
     pub const HCCL_NAME: usize = 40; // u64 pointer to the NUL-terminated op name
 }
+
+/// The simulator's annotation bytes of every SQE (real SQEs use them for other fields).
+pub mod annot {
+    /// u16: the stream's flip count when the task got its id (RT `TaskInfo::flipNum`): its
+    /// profiling task id is `(flip << 16) | taskId`.
+    pub const FLIP: usize = 58;
+}
+
+/// The place-holder SQE of a flip task (RT stream_task_v100.cc `ConstructSqeForFlipTask`):
+/// header `task_type` (bytes 2-3) = TS_TASK_TYPE_FLIP, `pre_p` = 1, and `RtFlipTaskTag` at 16.
+pub mod flip {
+    pub const TASK_TYPE_OFF: usize = 2; // u16 task_type (where other SQEs have blockDim)
+    pub const TS_TASK_TYPE_FLIP: u16 = 98;
+    pub const FLIP_NUM_OFF: usize = 16; // u16 flipNumReport
+    pub const SUB_TYPE_OFF: usize = 18; // u16 subType (0: the current stream)
+    pub const STREAM_OFF: usize = 20; // u32 streamId
+    /// `pre_p` = 1: bits 2-3 of header byte 1.
+    pub const PRE_P: u8 = 1 << 2;
+}
+
+/// The largest task id; the task after it is 0 and bumps the stream's flip count
+/// (RT `Stream::SetMaxTaskId`: `MAX_UINT16_NUM - 1`).
+pub const MAX_TASK_ID: u16 = 0xFFFE;
 
 /// `COPY_FLAGS` / `SET_FLAGS` bit: the task was submitted by a synchronous API.
 pub const SQE_FLAG_SYNC: u32 = 1;
@@ -265,6 +384,10 @@ impl Sqe {
         b.copy_from_slice(&self.0[off..off + 8]);
         u64::from_le_bytes(b)
     }
+    pub fn set_u16(&mut self, off: usize, v: u16) -> &mut Self {
+        self.0[off..off + 2].copy_from_slice(&v.to_le_bytes());
+        self
+    }
     pub fn set_u32(&mut self, off: usize, v: u32) -> &mut Self {
         self.0[off..off + 4].copy_from_slice(&v.to_le_bytes());
         self
@@ -306,6 +429,12 @@ const _: () = assert!(std::mem::offset_of!(Cqe, u1) == 16);
 const _: () = assert!(std::mem::size_of::<HalTaskSendInfo>() == 64);
 const _: () = assert!(std::mem::size_of::<HalReportRecvInfo>() == 72);
 const _: () = assert!(std::mem::size_of::<HalSqCqQueryInfo>() == 52);
+const _: () = assert!(std::mem::size_of::<HalSqCqInputInfo>() == 96);
+const _: () = assert!(std::mem::offset_of!(HalSqCqInputInfo, ext_info) == 64);
+const _: () = assert!(std::mem::size_of::<HalSqCqOutputInfo>() == 40);
+const _: () = assert!(std::mem::size_of::<HalSqCqFreeInfo>() == 52);
+const _: () = assert!(std::mem::size_of::<HalResourceIdInputInfo>() == 44);
+const _: () = assert!(std::mem::size_of::<HalResourceIdOutputInfo>() == 36);
 const _: () = assert!(std::mem::size_of::<RtArgsEx>() == 32);
 
 /// `Cqe::flags` bits (`trs_logic_cqe`: match_flag:1, drop_flag:1, error_bit:1, acc_error:1,

@@ -31,6 +31,8 @@ const LOGIC_CQ_DEPTH: usize = 1024;
 
 #[derive(Default)]
 struct Sq {
+    /// The stream the SQ was allocated for (`halSqCqAllocate` `info[0]`).
+    stream: u16,
     queue: VecDeque<Task>,
     busy: bool,
     /// Position of the oldest unfinished task (ring index below the depth).
@@ -54,6 +56,8 @@ struct State {
     ready: VecDeque<u32>,
     /// Logic CQ id -> its CQEs, oldest first.
     cqs: HashMap<u32, VecDeque<Cqe>>,
+    /// Stream id -> the logic CQ its CQEs go to.
+    stream_cq: HashMap<u16, u32>,
     /// Event id -> latest record generation that completed.
     events: HashMap<u32, u64>,
     parked: Vec<Parked>,
@@ -83,6 +87,8 @@ pub(crate) fn get(id: u32) -> Option<&'static Device> {
 /// Why a receive returned nothing.
 pub(crate) enum RecvError {
     Timeout,
+    /// No such logic CQ in this process.
+    NoCq,
 }
 
 impl Device {
@@ -113,20 +119,59 @@ impl Device {
         self.cfg.sq_depth
     }
 
-    /// Queues `sqes` on SQ `sq_id`; returns the SQ position of the first one, or `None` if the
-    /// SQ stayed full for `timeout` (infinite when `None`). A ring of `depth` positions holds at
-    /// most `depth - 1` unfinished tasks.
+    /// A normal SQ `sq_id` for stream `stream` (`halSqCqAllocate`).
+    pub(crate) fn add_sq(&self, sq_id: u32, stream: u16) {
+        self.lock().sqs.insert(
+            sq_id,
+            Sq {
+                stream,
+                ..Sq::default()
+            },
+        );
+    }
+
+    /// Removes SQ `sq_id` (`halSqCqFree`); false if unknown.
+    pub(crate) fn remove_sq(&self, sq_id: u32) -> bool {
+        let mut st = self.lock();
+        st.ready.retain(|&s| s != sq_id);
+        st.sqs.remove(&sq_id).is_some()
+    }
+
+    /// Logic CQ `cq_id` receives the CQEs of stream `stream`.
+    pub(crate) fn add_logic_cq(&self, cq_id: u32, stream: u16) {
+        let mut st = self.lock();
+        st.cqs.insert(cq_id, VecDeque::new());
+        st.stream_cq.insert(stream, cq_id);
+    }
+
+    /// Removes logic CQ `cq_id`; false if unknown.
+    pub(crate) fn remove_logic_cq(&self, cq_id: u32) -> bool {
+        let mut st = self.lock();
+        st.stream_cq.retain(|_, c| *c != cq_id);
+        let known = st.cqs.remove(&cq_id).is_some();
+        drop(st);
+        self.cq_ready.notify_all();
+        known
+    }
+
+    /// Queues `sqes` on SQ `sq_id`; returns the SQ position of the first one, `None` if the
+    /// SQ stayed full for `timeout` (infinite when `None`), or `Some(Err)` for an SQ this
+    /// process does not have. A ring of `depth` positions holds at most `depth - 1` unfinished
+    /// tasks.
     pub(crate) fn submit(
         &self,
         sq_id: u32,
         sqes: &[Sqe],
         timeout: Option<Duration>,
         tid: u32,
-    ) -> Option<u32> {
+    ) -> Option<Result<u32, ()>> {
         let api = npu_sim_common::core::outermost_api().map(Arc::new);
         let deadline = timeout.map(|t| Instant::now() + t);
         let depth = self.depth();
         let mut st = self.lock();
+        if !st.sqs.contains_key(&sq_id) {
+            return Some(Err(()));
+        }
         let mut first_pos = None;
         for sqe in sqes {
             while st
@@ -145,11 +190,15 @@ impl Device {
                     }
                 };
             }
-            let sq = st.sqs.entry(sq_id).or_default();
+            let Some(sq) = st.sqs.get_mut(&sq_id) else {
+                return Some(Err(()));
+            };
             let pos = sq.tail;
             first_pos.get_or_insert(pos);
             sq.tail = (sq.tail + 1) % depth;
+            let stream = sq.stream;
             sq.queue.push_back(Task {
+                stream: sqe_stream(sqe, stream),
                 sqe: *sqe,
                 sq_id,
                 pos,
@@ -162,15 +211,14 @@ impl Device {
                 self.work.notify_one();
             }
         }
-        first_pos
+        first_pos.map(Ok)
     }
 
     /// `halSqCqQuery` of a normal SQ's property `prop`; `None` for an unknown SQ or property.
     pub(crate) fn query_sq(&self, sq_id: u32, prop: i32) -> Option<u32> {
         let mut st = self.lock();
         let depth = self.depth();
-        // An SQ nothing was sent to yet is empty.
-        let sq = st.sqs.entry(sq_id).or_default();
+        let sq = st.sqs.get_mut(&sq_id)?;
         match prop {
             abi::DRV_SQCQ_PROP_SQ_HEAD => Some(sq.head),
             abi::DRV_SQCQ_PROP_SQ_TAIL => Some(sq.tail),
@@ -198,7 +246,9 @@ impl Device {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut st = self.lock();
         loop {
-            let cq = st.cqs.entry(cq_id).or_default();
+            let Some(cq) = st.cqs.get_mut(&cq_id) else {
+                return Err(RecvError::NoCq);
+            };
             let (start, n) = match_copy_range(cq, stream_id, task_id, max);
             // Nothing for this receiver (an empty CQ, or only other waiters' match CQEs): wait.
             if n > 0 {
@@ -275,8 +325,10 @@ impl Device {
             let head = (task.pos + 1) % depth;
             if writes_cqe {
                 let cqe = self.cqe_of(&task, &outcome, head);
-                let cq = st.cqs.entry(u32::from(task.sqe.stream_id())).or_default();
-                if cq.len() < LOGIC_CQ_DEPTH {
+                let cq_id = st.stream_cq.get(&task.stream).copied();
+                if let Some(cq) = cq_id.and_then(|c| st.cqs.get_mut(&c))
+                    && cq.len() < LOGIC_CQ_DEPTH
+                {
                     cq.push_back(cqe);
                 }
                 if let Some(sq) = st.sqs.get_mut(&task.sq_id) {
@@ -331,7 +383,7 @@ impl Device {
             flags |= CQE_FLAG_ERROR_BIT;
         }
         Cqe {
-            stream_id: task.sqe.stream_id(),
+            stream_id: task.stream,
             task_id: task.sqe.task_id(),
             error_code: out.status,
             error_type: out.error_type,
@@ -347,6 +399,11 @@ impl Device {
             u2: 0,
         }
     }
+}
+
+/// The stream an SQE names: the header's (flag bits cleared), as the hardware reports it.
+fn sqe_stream(sqe: &Sqe, _sq_stream: u16) -> u16 {
+    sqe.stream_id()
 }
 
 /// (start, count) of the CQEs a version-1 receive returns from `cq`.

@@ -10,15 +10,18 @@ mod cost;
 mod device;
 mod exec;
 mod prof;
+mod res;
 mod task;
 mod truth;
 
 use std::time::Duration;
 
 use npu_sim_common::abi::{
-    self, CQE_SIZE, Cqe, HalReportRecvInfo, HalSqCqQueryInfo, HalTaskSendInfo, SQE_SIZE, Sqe,
+    self, CQE_SIZE, Cqe, HalReportRecvInfo, HalResourceIdInputInfo, HalResourceIdOutputInfo,
+    HalSqCqFreeInfo, HalSqCqInputInfo, HalSqCqOutputInfo, HalSqCqQueryInfo, HalTaskSendInfo,
+    SQE_SIZE, Sqe,
 };
-use npu_sim_common::time::{monotonic_ns, tid};
+use npu_sim_common::time::{monotonic_ns, pid, tid};
 use npu_sim_common::trace::api;
 
 pub(crate) const LIB: &str = "libascend_hal.so";
@@ -53,6 +56,9 @@ pub unsafe extern "C" fn halGetDeviceInfo(
                 }
                 (abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_DEV_OSC_FREQUE) => {
                     (dev.cfg.clock.freq_hz / 1000) as i64
+                }
+                (abi::MODULE_TYPE_SYSTEM, abi::INFO_TYPE_VERSION) => {
+                    i64::from(dev.cfg.chip.chip_id() << 8)
                 }
                 _ => return abi::DRV_ERROR_NOT_SUPPORT,
             };
@@ -152,11 +158,15 @@ pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -
                     s
                 })
                 .collect();
+            if info.type_ != abi::DRV_NORMAL_TYPE {
+                return abi::DRV_ERROR_NOT_SUPPORT;
+            }
             match dev.submit(info.sq_id, &sqes, timeout_ms(info.timeout), tid()) {
-                Some(pos) => {
+                Some(Ok(pos)) => {
                     info.pos = pos;
                     abi::DRV_ERROR_NONE
                 }
+                Some(Err(())) => abi::DRV_ERROR_INVALID_VALUE,
                 None => abi::DRV_ERROR_WAIT_TIMEOUT,
             }
         },
@@ -223,6 +233,7 @@ pub unsafe extern "C" fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInf
             ) {
                 Ok(c) => c,
                 Err(device::RecvError::Timeout) => return abi::DRV_ERROR_WAIT_TIMEOUT,
+                Err(device::RecvError::NoCq) => return abi::DRV_ERROR_INVALID_VALUE,
             };
             for (i, cqe) in cqes.iter().enumerate() {
                 // SAFETY: the caller provides room for cqe_num CQEs (cqes.len() <= cqe_num);
@@ -276,12 +287,22 @@ pub unsafe extern "C" fn halSqCqQuery(devId: u32, info: *mut HalSqCqQueryInfo) -
             if info.type_ != abi::DRV_NORMAL_TYPE {
                 return abi::DRV_ERROR_NOT_SUPPORT;
             }
+            if !matches!(
+                info.prop,
+                abi::DRV_SQCQ_PROP_SQ_STATUS
+                    | abi::DRV_SQCQ_PROP_SQ_HEAD
+                    | abi::DRV_SQCQ_PROP_SQ_TAIL
+                    | abi::DRV_SQCQ_PROP_SQ_CQE_STATUS
+                    | abi::DRV_SQCQ_PROP_SQ_DEPTH
+            ) {
+                return abi::DRV_ERROR_NOT_SUPPORT;
+            }
             match dev.query_sq(info.sq_id, info.prop) {
                 Some(v) => {
                     info.value[0] = v;
                     abi::DRV_ERROR_NONE
                 }
-                None => abi::DRV_ERROR_NOT_SUPPORT,
+                None => abi::DRV_ERROR_INVALID_VALUE,
             }
         },
         |a| {
@@ -344,6 +365,223 @@ pub extern "C" fn drvMemsetD8(dst: u64, destMax: usize, value: u8, num: usize) -
         |a| {
             a.u64("dst", dst).u64("destMax", destMax as u64);
             a.u64("value", value.into()).u64("num", num as u64);
+        },
+    )
+}
+
+/// The id space of a `drvIdType_t`, for the types the simulator hands out.
+fn id_kind(ty: i32) -> Option<res::Kind> {
+    match ty {
+        abi::DRV_STREAM_ID => Some(res::Kind::Stream),
+        abi::DRV_MODEL_ID => Some(res::Kind::Model),
+        _ => None,
+    }
+}
+
+/// `drvError_t halResourceIdAlloc(uint32_t devId, struct halResourceIdInputInfo *in, struct
+/// halResourceIdOutputInfo *out)` (DRV pkg_inc/ascend_hal_base.h): a device-wide stream id
+/// (`DRV_STREAM_ID`, RT `NpuDriver::StreamIdAlloc`) or model id (`DRV_MODEL_ID`), unique among
+/// all processes of the simulated host using the device.
+// SAFETY: the C caller's contract: `input` and `out` are null or valid structs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn halResourceIdAlloc(
+    devId: u32,
+    input: *mut HalResourceIdInputInfo,
+    out: *mut HalResourceIdOutputInfo,
+) -> i32 {
+    api(
+        LIB,
+        "halResourceIdAlloc",
+        || {
+            // SAFETY: null or valid, per the contract.
+            let (Some(i), Some(o)) = (unsafe { input.as_ref() }, unsafe { out.as_mut() }) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            if device::get(devId).is_none() {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            }
+            let Some(kind) = id_kind(i.type_) else {
+                return abi::DRV_ERROR_NOT_SUPPORT;
+            };
+            let Some(ids) = res::of(devId) else {
+                return abi::DRV_ERROR_INNER_ERR;
+            };
+            match ids.alloc(kind, pid()) {
+                Some(id) => {
+                    o.resource_id = id;
+                    abi::DRV_ERROR_NONE
+                }
+                None => abi::DRV_ERROR_NO_RESOURCES,
+            }
+        },
+        |a| {
+            a.u64("devId", devId.into()).u64("in", input as u64);
+            // SAFETY: as above.
+            if let Some(i) = unsafe { input.as_ref() } {
+                a.i64("type", i.type_.into()).u64("tsId", i.ts_id.into());
+            }
+            a.u64("out", out as u64);
+            // SAFETY: as above.
+            if let Some(o) = unsafe { out.as_ref() } {
+                a.u64("resourceId", o.resource_id.into());
+            }
+        },
+    )
+}
+
+/// `drvError_t halResourceIdFree(uint32_t devId, struct halResourceIdInputInfo *in)`.
+// SAFETY: the C caller's contract: `input` is null or a valid struct.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn halResourceIdFree(devId: u32, input: *mut HalResourceIdInputInfo) -> i32 {
+    api(
+        LIB,
+        "halResourceIdFree",
+        || {
+            // SAFETY: null or valid, per the contract.
+            let Some(i) = (unsafe { input.as_ref() }) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let Some(kind) = id_kind(i.type_) else {
+                return abi::DRV_ERROR_NOT_SUPPORT;
+            };
+            match res::of(devId) {
+                Some(ids) if ids.free(kind, i.resource_id, pid()) => abi::DRV_ERROR_NONE,
+                _ => abi::DRV_ERROR_INVALID_VALUE,
+            }
+        },
+        |a| {
+            a.u64("devId", devId.into()).u64("in", input as u64);
+            // SAFETY: as above.
+            if let Some(i) = unsafe { input.as_ref() } {
+                a.i64("type", i.type_.into())
+                    .u64("resourceId", i.resource_id.into());
+            }
+        },
+    )
+}
+
+/// `drvError_t halSqCqAllocate(uint32_t devId, struct halSqCqInputInfo *in, struct
+/// halSqCqOutputInfo *out)`: for `DRV_NORMAL_TYPE` an SQ and its CQ for the stream in
+/// `in->info[0]` (RT `NpuDriver::NormalSqCqAllocate`); for `DRV_LOGIC_TYPE` the logic CQ that
+/// receives that stream's CQEs (`LogicCqAllocateV2`, `out->sqId` = UINT32_MAX). Ids are
+/// device-wide.
+// SAFETY: the C caller's contract: `input` and `out` are null or valid structs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn halSqCqAllocate(
+    devId: u32,
+    input: *mut HalSqCqInputInfo,
+    out: *mut HalSqCqOutputInfo,
+) -> i32 {
+    api(
+        LIB,
+        "halSqCqAllocate",
+        || {
+            // SAFETY: null or valid, per the contract.
+            let (Some(i), Some(o)) = (unsafe { input.as_ref() }, unsafe { out.as_mut() }) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let Some(dev) = device::get(devId) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let Some(ids) = res::of(devId) else {
+                return abi::DRV_ERROR_INNER_ERR;
+            };
+            let Ok(stream) = u16::try_from(i.info[0]) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let me = pid();
+            match i.type_ {
+                abi::DRV_NORMAL_TYPE => {
+                    let Some(sq) = ids.alloc(res::Kind::Sq, me) else {
+                        return abi::DRV_ERROR_SQID_FULL;
+                    };
+                    let Some(cq) = ids.alloc(res::Kind::Cq, me) else {
+                        ids.free(res::Kind::Sq, sq, me);
+                        return abi::DRV_ERROR_NO_RESOURCES;
+                    };
+                    dev.add_sq(sq, stream);
+                    *o = HalSqCqOutputInfo {
+                        sq_id: sq,
+                        cq_id: cq,
+                        ..HalSqCqOutputInfo::default()
+                    };
+                    abi::DRV_ERROR_NONE
+                }
+                abi::DRV_LOGIC_TYPE => {
+                    let Some(cq) = ids.alloc(res::Kind::LogicCq, me) else {
+                        return abi::DRV_ERROR_NO_RESOURCES;
+                    };
+                    dev.add_logic_cq(cq, stream);
+                    *o = HalSqCqOutputInfo {
+                        sq_id: u32::MAX,
+                        cq_id: cq,
+                        ..HalSqCqOutputInfo::default()
+                    };
+                    abi::DRV_ERROR_NONE
+                }
+                _ => abi::DRV_ERROR_NOT_SUPPORT,
+            }
+        },
+        |a| {
+            a.u64("devId", devId.into()).u64("in", input as u64);
+            // SAFETY: as above.
+            if let Some(i) = unsafe { input.as_ref() } {
+                a.i64("type", i.type_.into())
+                    .u64("tsId", i.ts_id.into())
+                    .u64("stream_id", i.info[0].into());
+            }
+            a.u64("out", out as u64);
+            // SAFETY: as above.
+            if let Some(o) = unsafe { out.as_ref() } {
+                a.u64("sqId", o.sq_id.into()).u64("cqId", o.cq_id.into());
+            }
+        },
+    )
+}
+
+/// `drvError_t halSqCqFree(uint32_t devId, struct halSqCqFreeInfo *info)`.
+// SAFETY: the C caller's contract: `info` is null or a valid struct.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn halSqCqFree(devId: u32, info: *mut HalSqCqFreeInfo) -> i32 {
+    api(
+        LIB,
+        "halSqCqFree",
+        || {
+            // SAFETY: null or valid, per the contract.
+            let Some(i) = (unsafe { info.as_ref() }) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let (Some(dev), Some(ids)) = (device::get(devId), res::of(devId)) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let me = pid();
+            match i.type_ {
+                abi::DRV_NORMAL_TYPE => {
+                    if !dev.remove_sq(i.sq_id) {
+                        return abi::DRV_ERROR_INVALID_VALUE;
+                    }
+                    ids.free(res::Kind::Sq, i.sq_id, me);
+                    ids.free(res::Kind::Cq, i.cq_id, me);
+                    abi::DRV_ERROR_NONE
+                }
+                abi::DRV_LOGIC_TYPE => {
+                    if !dev.remove_logic_cq(i.cq_id) {
+                        return abi::DRV_ERROR_INVALID_VALUE;
+                    }
+                    ids.free(res::Kind::LogicCq, i.cq_id, me);
+                    abi::DRV_ERROR_NONE
+                }
+                _ => abi::DRV_ERROR_NOT_SUPPORT,
+            }
+        },
+        |a| {
+            a.u64("devId", devId.into()).u64("info", info as u64);
+            // SAFETY: as above.
+            if let Some(i) = unsafe { info.as_ref() } {
+                a.i64("type", i.type_.into())
+                    .u64("sqId", i.sq_id.into())
+                    .u64("cqId", i.cq_id.into());
+            }
         },
     )
 }

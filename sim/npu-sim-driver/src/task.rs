@@ -9,6 +9,8 @@ use npu_sim_common::abi::{self, Sqe};
 /// A queued task and where it came from.
 pub(crate) struct Task {
     pub sqe: Sqe,
+    /// The task's stream.
+    pub stream: u16,
     pub sq_id: u32,
     /// Position of the SQE in its SQ.
     pub pos: u32,

@@ -36,6 +36,11 @@ fn copy_name(kind: u32) -> &'static str {
 }
 
 /// One `task` line; `cqe` says whether the task wrote a completion entry.
+/// Whether a place-holder SQE is a flip task (`task_type` TS_TASK_TYPE_FLIP in bytes 2-3).
+pub(crate) fn is_flip(sqe: &npu_sim_common::abi::Sqe) -> bool {
+    sqe.u16_at(abi::flip::TASK_TYPE_OFF) == abi::flip::TS_TASK_TYPE_FLIP
+}
+
 pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome, cqe: bool) {
     if core::truth().is_none() {
         return;
@@ -47,9 +52,14 @@ pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome, c
     o.str("type", "task")
         .u64("pid", pid().into())
         .u64("device", device.into());
-    o.u64("stream", sqe.stream_id().into())
+    let flip = sqe.u16_at(abi::annot::FLIP);
+    o.u64("stream", task.stream.into())
         .u64("task", sqe.task_id().into())
         .u64("sq", task.sq_id.into());
+    o.u64("flip", flip.into()).u64(
+        "prof_task_id",
+        (u64::from(flip) << 16) | u64::from(sqe.task_id()),
+    );
     let (kind, name, bytes) = match ty {
         sqe_type::AICORE | sqe_type::AICPU | sqe_type::AIV => {
             ("KERNEL", name_of(sqe, sqe_off::KERNEL_NAME), 0)
@@ -72,6 +82,7 @@ pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome, c
             name_of(sqe, sqe_off::HCCL_NAME),
             sqe.u64_at(sqe_off::HCCL_BYTES),
         ),
+        sqe_type::PLACE_HOLDER if is_flip(sqe) => ("FLIP", "FLIP_TASK".to_string(), 0),
         sqe_type::EVENT_RECORD | sqe_type::PLACE_HOLDER => ("EVENT", "EVENT_RECORD".to_string(), 0),
         sqe_type::EVENT_WAIT => ("EVENT", "EVENT_WAIT".to_string(), 0),
         _ => ("OTHER", String::new(), 0),
@@ -79,7 +90,14 @@ pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome, c
     o.str("kind", kind)
         .str("name", &name)
         .u64("sqe_type", ty.into())
-        .u64("block_dim", sqe.block_dim().into());
+        .u64(
+            "block_dim",
+            if kind == "KERNEL" || kind == "HCCL" {
+                sqe.block_dim().into()
+            } else {
+                0
+            },
+        );
     o.u64("bytes", bytes).u64("status", out.status.into());
     o.bool("wr_cqe", sqe.wr_cqe()).bool("cqe", cqe);
     o.bool(

@@ -2,25 +2,24 @@
 //! thread's current device and each device's streams. No thread of the runtime's own waits for
 //! completions: synchronizing threads reclaim (see `stream`).
 use std::cell::Cell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use npu_sim_common::abi;
+use npu_sim_common::abi::{
+    self, HalResourceIdInputInfo, HalResourceIdOutputInfo, HalSqCqFreeInfo, HalSqCqInputInfo,
+    HalSqCqOutputInfo,
+};
 
 use crate::event::Event;
 use crate::hal::Hal;
 use crate::stream::Stream;
 
-/// Default stream of every device.
-pub(crate) const DEFAULT_STREAM_ID: u16 = 0;
-
 #[derive(Default)]
 struct DevState {
     refs: u32,
     streams: HashMap<u16, Arc<Stream>>,
-    free_ids: BTreeSet<u16>,
-    next_id: u16,
+    default: Option<Arc<Stream>>,
 }
 
 struct DevCtx {
@@ -89,16 +88,9 @@ pub(crate) fn set_device(dev: i32) -> Result<(), i32> {
         if rc != abi::DRV_ERROR_NONE {
             return Err(abi::ACL_ERROR_RT_INVALID_DEVICEID);
         }
-        st.streams.insert(
-            DEFAULT_STREAM_ID,
-            Stream::new(
-                dev,
-                DEFAULT_STREAM_ID,
-                u32::from(DEFAULT_STREAM_ID),
-                u32::from(DEFAULT_STREAM_ID),
-            ),
-        );
-        st.next_id = DEFAULT_STREAM_ID + 1;
+        let s = alloc_stream(dev)?;
+        st.streams.insert(s.id, s.clone());
+        st.default = Some(s);
     }
     st.refs += 1;
     CURRENT.with(|c| c.set(Some(dev)));
@@ -123,10 +115,11 @@ pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
     };
     for s in &streams {
         s.synchronize();
+        free_stream(s);
     }
     let mut st = dev_state(dev);
     st.streams.clear();
-    st.free_ids.clear();
+    st.default = None;
     drop(st);
     CURRENT.with(|c| {
         if c.get() == Some(dev) {
@@ -142,41 +135,123 @@ pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
 pub(crate) fn default_stream() -> Result<Arc<Stream>, i32> {
     let dev = current_device()?;
     dev_state(dev)
-        .streams
-        .get(&DEFAULT_STREAM_ID)
-        .cloned()
+        .default
+        .clone()
         .ok_or(abi::ACL_ERROR_RT_CONTEXT_NULL)
 }
 
-/// A new stream on the current device, with the lowest free id.
+/// A new stream on the current device.
 pub(crate) fn create_stream() -> Result<Arc<Stream>, i32> {
     let dev = current_device()?;
-    let mut st = dev_state(dev);
-    if st.refs == 0 {
+    if dev_state(dev).refs == 0 {
         return Err(abi::ACL_ERROR_RT_CONTEXT_NULL);
     }
-    let id = match st.free_ids.pop_first() {
-        Some(id) => id,
-        None => {
-            let id = st.next_id;
-            st.next_id = st
-                .next_id
-                .checked_add(1)
-                .ok_or(abi::ACL_ERROR_RT_MEMORY_ALLOCATION)?;
-            id
-        }
-    };
-    let s = Stream::new(dev, id, u32::from(id), u32::from(id));
-    st.streams.insert(id, s.clone());
+    let s = alloc_stream(dev)?;
+    dev_state(dev).streams.insert(s.id, s.clone());
     Ok(s)
 }
 
 pub(crate) fn destroy_stream(s: &Arc<Stream>) {
     s.synchronize();
-    let mut st = dev_state(s.dev);
-    if st.streams.remove(&s.id).is_some() {
-        st.free_ids.insert(s.id);
+    if dev_state(s.dev).streams.remove(&s.id).is_some() {
+        free_stream(s);
     }
+}
+
+/// A stream with the driver's resources, in the real runtime's order: a device-wide stream id
+/// (`NpuDriver::StreamIdAlloc`), its SQ and CQ (`NormalSqCqAllocate`) and its logic CQ
+/// (`LogicCqAllocateV2`), all from the driver.
+fn alloc_stream(dev: u32) -> Result<Arc<Stream>, i32> {
+    let hal = Hal::get();
+    let mut id_in = HalResourceIdInputInfo {
+        type_: abi::DRV_STREAM_ID,
+        ..HalResourceIdInputInfo::default()
+    };
+    let mut id_out = HalResourceIdOutputInfo::default();
+    // SAFETY: valid in/out structs.
+    let rc = unsafe { (hal.halResourceIdAlloc)(dev, &mut id_in, &mut id_out) };
+    if rc != abi::DRV_ERROR_NONE {
+        return Err(abi::ACL_ERROR_RT_NO_STREAM_RESOURCE);
+    }
+    let id = id_out.resource_id;
+    let sqcq = |ty: i32| {
+        let mut input = HalSqCqInputInfo {
+            type_: ty,
+            ts_id: 0,
+            sqe_size: if ty == abi::DRV_NORMAL_TYPE { 64 } else { 0 },
+            cqe_size: if ty == abi::DRV_NORMAL_TYPE { 12 } else { 32 },
+            sqe_depth: if ty == abi::DRV_NORMAL_TYPE { 1024 } else { 0 },
+            cqe_depth: 1024,
+            grp_id: 0,
+            flag: 0,
+            cq_id: 0,
+            sq_id: 0,
+            info: [id, npu_sim_common::time::tid(), 0, 0, 0],
+            ext_info_len: 0,
+            ext_info: std::ptr::null_mut(),
+            res: [0; 5],
+        };
+        let mut out = HalSqCqOutputInfo::default();
+        // SAFETY: valid in/out structs.
+        let rc = unsafe { (hal.halSqCqAllocate)(dev, &mut input, &mut out) };
+        (rc == abi::DRV_ERROR_NONE).then_some(out)
+    };
+    let Some(normal) = sqcq(abi::DRV_NORMAL_TYPE) else {
+        free_ids(dev, id, None, None);
+        return Err(abi::ACL_ERROR_RT_NO_STREAM_RESOURCE);
+    };
+    let Some(logic) = sqcq(abi::DRV_LOGIC_TYPE) else {
+        free_ids(dev, id, Some((normal.sq_id, normal.cq_id)), None);
+        return Err(abi::ACL_ERROR_RT_NO_STREAM_RESOURCE);
+    };
+    let id16 = u16::try_from(id).map_err(|_| abi::ACL_ERROR_RT_NO_STREAM_RESOURCE)?;
+    Ok(Stream::new(
+        dev,
+        id16,
+        normal.sq_id,
+        normal.cq_id,
+        logic.cq_id,
+    ))
+}
+
+/// Gives a destroyed stream's resources back to the driver (logic CQ, SQ/CQ, stream id).
+fn free_stream(s: &Stream) {
+    free_ids(
+        s.dev,
+        u32::from(s.id),
+        Some((s.sq_id, s.hw_cq_id)),
+        Some(s.cq_id),
+    );
+}
+
+fn free_ids(dev: u32, stream: u32, sqcq: Option<(u32, u32)>, logic: Option<u32>) {
+    let hal = Hal::get();
+    if let Some(cq) = logic {
+        let mut f = HalSqCqFreeInfo {
+            type_: abi::DRV_LOGIC_TYPE,
+            cq_id: cq,
+            ..HalSqCqFreeInfo::default()
+        };
+        // SAFETY: valid struct.
+        unsafe { (hal.halSqCqFree)(dev, &mut f) };
+    }
+    if let Some((sq, cq)) = sqcq {
+        let mut f = HalSqCqFreeInfo {
+            type_: abi::DRV_NORMAL_TYPE,
+            sq_id: sq,
+            cq_id: cq,
+            ..HalSqCqFreeInfo::default()
+        };
+        // SAFETY: valid struct.
+        unsafe { (hal.halSqCqFree)(dev, &mut f) };
+    }
+    let mut input = HalResourceIdInputInfo {
+        type_: abi::DRV_STREAM_ID,
+        resource_id: stream,
+        ..HalResourceIdInputInfo::default()
+    };
+    // SAFETY: valid struct.
+    unsafe { (hal.halResourceIdFree)(dev, &mut input) };
 }
 
 /// All streams of the current device (rtDeviceSynchronize).

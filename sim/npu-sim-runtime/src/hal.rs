@@ -1,5 +1,8 @@
 //! The driver functions the runtime calls (through libascend_hal.so's dynamic exports).
-use npu_sim_common::abi::{HalReportRecvInfo, HalSqCqQueryInfo, HalTaskSendInfo};
+use npu_sim_common::abi::{
+    HalReportRecvInfo, HalResourceIdInputInfo, HalResourceIdOutputInfo, HalSqCqFreeInfo,
+    HalSqCqInputInfo, HalSqCqOutputInfo, HalSqCqQueryInfo, HalTaskSendInfo,
+};
 
 npu_sim_common::import_table! {
     pub struct Hal from "libascend_hal.so" {
@@ -7,6 +10,10 @@ npu_sim_common::import_table! {
         fn halCqReportRecv(devId: u32, info: *mut HalReportRecvInfo) -> i32;
         fn halGetDeviceInfo(devId: u32, moduleType: i32, infoType: i32, value: *mut i64) -> i32;
         fn halSqCqQuery(devId: u32, info: *mut HalSqCqQueryInfo) -> i32;
+        fn halResourceIdAlloc(devId: u32, input: *mut HalResourceIdInputInfo, out: *mut HalResourceIdOutputInfo) -> i32;
+        fn halResourceIdFree(devId: u32, input: *mut HalResourceIdInputInfo) -> i32;
+        fn halSqCqAllocate(devId: u32, input: *mut HalSqCqInputInfo, out: *mut HalSqCqOutputInfo) -> i32;
+        fn halSqCqFree(devId: u32, info: *mut HalSqCqFreeInfo) -> i32;
         fn drvMemcpy(dst: u64, dest_max: usize, src: u64, byte_count: usize) -> i32;
         fn drvMemsetD8(dst: u64, destMax: usize, value: u8, num: usize) -> i32;
     }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use npu_sim_common::abi::{
     self, CQE_FLAG_MATCH, CQE_SIZE, Cqe, HalReportRecvInfo, HalSqCqQueryInfo, HalTaskSendInfo,
-    RT_SYNC_TASK_FLAG, Sqe, TASK_ID_ANY, TASK_ID_MODULUS, sqe_type,
+    MAX_TASK_ID, RT_SYNC_TASK_FLAG, Sqe, TASK_ID_ANY, TASK_ID_MODULUS, annot, flip, sqe_type,
 };
 
 use crate::event::Event;
@@ -43,6 +43,8 @@ struct Inflight {
 
 struct State {
     last_task_id: u16,
+    /// How often the task ids wrapped (RT `Stream::taskIdFlipNum_`).
+    flip: u16,
     submitted: u64,
     completed: u64,
     inflight: VecDeque<Inflight>,
@@ -52,8 +54,11 @@ struct State {
 
 pub(crate) struct Stream {
     pub dev: u32,
+    /// The device-wide stream id the driver allocated.
     pub id: u16,
+    /// The driver's SQ and CQ of the stream.
     pub sq_id: u32,
+    pub hw_cq_id: u32,
     /// The stream's logic CQ.
     pub cq_id: u32,
     depth: u32,
@@ -63,7 +68,8 @@ pub(crate) struct Stream {
 }
 
 thread_local! {
-    /// (task id, stream id) of this thread's last submitted task (rtGetTaskIdAndStreamID).
+    /// (`(flip << 16) | task id`, stream id) of this thread's last submitted task
+    /// (rtGetTaskIdAndStreamID: RT `GET_THREAD_TASKID_AND_STREAMID` stores `GetFlipTaskId`).
     pub static LAST_TASK: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
 }
 
@@ -75,6 +81,14 @@ fn initial_last_task_id() -> u16 {
         let first = npu_sim_common::env::parse("NPU_SIM_TASK_ID_START", 0u16).min(0xFFFE);
         if first == 0 { 0xFFFF } else { first - 1 }
     })
+}
+
+/// Whether the runtime's task-track profiling is on (`NPU_SIM_TRACK_PROF`, default 1): real
+/// runtimes send flip tasks only then (RT `Stream::IsNeedSendFlipTask`), i.e. under msprof or
+/// msPTI, the profilers that read channel 50.
+fn track_prof() -> bool {
+    static T: OnceLock<bool> = OnceLock::new();
+    *T.get_or_init(|| npu_sim_common::env::parse("NPU_SIM_TRACK_PROF", 1u32) != 0)
 }
 
 /// The task id after `last`: `(last + 1) % 0xFFFF`, 0 after "none" (RT task_submit.cc).
@@ -102,7 +116,7 @@ fn hal_err(_rc: i32) -> i32 {
 }
 
 impl Stream {
-    pub(crate) fn new(dev: u32, id: u16, sq_id: u32, cq_id: u32) -> Arc<Stream> {
+    pub(crate) fn new(dev: u32, id: u16, sq_id: u32, hw_cq_id: u32, cq_id: u32) -> Arc<Stream> {
         let depth = query(dev, sq_id, abi::DRV_SQCQ_PROP_SQ_DEPTH)
             .unwrap_or(1024)
             .max(2);
@@ -110,10 +124,12 @@ impl Stream {
             dev,
             id,
             sq_id,
+            hw_cq_id,
             cq_id,
             depth,
             state: Mutex::new(State {
                 last_task_id: initial_last_task_id(),
+                flip: 0,
                 submitted: 0,
                 completed: 0,
                 inflight: VecDeque::new(),
@@ -143,6 +159,27 @@ impl Stream {
 
     fn send(&self, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u16), i32> {
         let mut st = self.lock();
+        let (seq, task_id) = self.send_locked(&mut st, sqe, opts)?;
+        let flip_id = (u32::from(st.flip) << 16) | u32::from(task_id);
+        if task_id == MAX_TASK_ID {
+            // RT UpdateFlipNum: the task with the largest id bumps the stream's flip count;
+            // with task-track profiling on, AllocAndSendFlipTask then tells the device.
+            st.flip = st.flip.wrapping_add(1);
+            if track_prof() {
+                let mut f = Sqe::new(sqe_type::PLACE_HOLDER, 0);
+                f.0[1] |= flip::PRE_P;
+                f.set_u16(flip::TASK_TYPE_OFF, flip::TS_TASK_TYPE_FLIP)
+                    .set_u16(flip::FLIP_NUM_OFF, st.flip)
+                    .set_u16(flip::SUB_TYPE_OFF, 0);
+                f.set_u32(flip::STREAM_OFF, u32::from(self.id));
+                self.send_locked(&mut st, &mut f, Submit::default())?;
+            }
+        }
+        LAST_TASK.with(|l| l.set((flip_id, u32::from(self.id))));
+        Ok((seq, task_id))
+    }
+
+    fn send_locked(&self, st: &mut State, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u16), i32> {
         let task_id = next_task_id(st.last_task_id);
         let field = if opts.sync_flag {
             self.id | RT_SYNC_TASK_FLAG
@@ -151,6 +188,7 @@ impl Stream {
         };
         sqe.set_ids(field, task_id);
         sqe.set_wr_cqe(opts.concern);
+        sqe.set_u16(annot::FLIP, st.flip);
         let mut info = HalTaskSendInfo {
             type_: abi::DRV_NORMAL_TYPE,
             ts_id: 0,
@@ -178,7 +216,6 @@ impl Stream {
             event: opts.event,
             _keep: opts.keep,
         });
-        LAST_TASK.with(|l| l.set((u32::from(task_id), u32::from(self.id))));
         Ok((seq, task_id))
     }
 

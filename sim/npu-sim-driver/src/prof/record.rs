@@ -5,7 +5,7 @@
 //! (`StarsCommon::GetStreamId/GetTaskId`, csrc/activity/ascend/channel/stars_common.cpp). The
 //! public sources do not say which form the hardware uses for which task, so the simulator
 //! uses all three, chosen by SQE type, and a reader that decodes only the plain form fails.
-use npu_sim_common::abi::{SOC_LOG_STREAM_BIT12, SOC_LOG_STREAM_BIT13, Sqe, StarsSocLog, sqe_type};
+use npu_sim_common::abi::{SOC_LOG_STREAM_BIT12, SOC_LOG_STREAM_BIT13, StarsSocLog, sqe_type};
 
 /// Stream ids the record can carry: the decoders keep the stream id modulo 2048.
 const STREAM_MASK: u16 = 0x07ff;
@@ -44,11 +44,17 @@ fn id_fields(form: IdForm, stream: u16, task: u16) -> (u16, u16) {
     }
 }
 
-/// The record of `func_type` (begin or end) for the task in `sqe`, queued on SQ `sq_id`,
-/// stamped with device count `cnt`.
-pub(super) fn encode(func_type: u8, sqe: &Sqe, sq_id: u32, cnt: u64) -> StarsSocLog {
-    let ty = sqe.ty();
-    let (stream_id, task_id) = id_fields(form_of(ty), sqe.stream_id(), sqe.task_id());
+/// The record of `func_type` (begin or end) for the task of SQE type `ty`, stream `stream` and
+/// task id `task`, queued on SQ `sq_id`, stamped with device count `cnt`.
+pub(super) fn encode(
+    func_type: u8,
+    ty: u8,
+    stream: u16,
+    task: u16,
+    sq_id: u32,
+    cnt: u64,
+) -> StarsSocLog {
+    let (stream_id, task_id) = id_fields(form_of(ty), stream, task);
     StarsSocLog {
         word0: u16::from(func_type & 0x3f) | (u16::from(ty & 0x3f) << 10),
         stream_id,
@@ -87,9 +93,7 @@ mod tests {
 
     #[test]
     fn header_bits_are_where_msprof_reads_them() {
-        let mut sqe = Sqe::new(sqe_type::MEMSET, 0);
-        sqe.set_ids(5, 0xe123);
-        let rec = encode(STARS_FUNC_TYPE_END, &sqe, 5, 42);
+        let rec = encode(STARS_FUNC_TYPE_END, sqe_type::MEMSET, 5, 0xe123, 5, 42);
         let b = rec.to_bytes();
         assert_eq!(b[0] & 0x3f, 1, "funcType in bits 0-5");
         assert_eq!(
