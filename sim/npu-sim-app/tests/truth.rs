@@ -26,20 +26,27 @@ fn two_rank_train_writes_consistent_truth() {
         for kind in ["KERNEL", "MEMCPY", "MEMSET", "HCCL", "EVENT"] {
             assert!(tasks.iter().any(|t| t["kind"] == kind), "no {kind} task");
         }
-        // Kernels of every engine, named as registered.
-        for (name, sqe_type) in [
-            ("matmul_fwd", 0),
-            ("softmax_fwd", 0),
-            ("adam_update", 0),
-            ("vadd_aiv", 2),
-            ("TopKV2", 1),
+        // Kernels of every engine, named as registered; on 910B AI Core and AI Vector kernels
+        // are both FFTS SQEs (type 0), AI CPU kernels type 1.
+        for (name, sqe_type, engine) in [
+            ("matmul_fwd", 0, "AIC"),
+            ("softmax_fwd", 0, "AIC"),
+            ("adam_update", 0, "AIC"),
+            ("vadd_aiv", 0, "AIV"),
+            ("TopKV2", 1, "AICPU"),
         ] {
             assert!(
-                tasks
-                    .iter()
-                    .any(|t| t["name"] == name && t["sqe_type"] == sqe_type),
+                tasks.iter().any(|t| t["name"] == name
+                    && t["sqe_type"] == sqe_type
+                    && t["engine"] == engine),
                 "no {name} task"
             );
+        }
+        // A memset is SDMA copies on 910B: the first H2D from a host buffer of the value.
+        let memsets: Vec<_> = tasks.iter().filter(|t| t["kind"] == "MEMSET").collect();
+        assert!(!memsets.is_empty());
+        for m in memsets {
+            assert_eq!((u(m, "sqe_type"), u(m, "copy_kind")), (11, 1), "{m}");
         }
         // Every task of a kernel launch comes from the launching API, handle or stub path.
         for t in tasks.iter().filter(|t| t["kind"] == "KERNEL") {

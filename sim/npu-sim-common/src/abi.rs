@@ -244,57 +244,138 @@ pub const TASK_ID_MODULUS: u32 = 0xFFFF;
 /// (RT `stars_base.hpp` RT_SYNC_TASK_FLAG); the driver turns it into the CQE's match flag.
 pub const RT_SYNC_TASK_FLAG: u16 = 0x8000;
 
-/// SQE types (the 6-bit `type` of `rtStarsSqeHeader_t`).
-pub mod sqe_type {
-    pub const AICORE: u8 = 0;
+/// SQE types of STARS v100 (910B/910_93): RT `src/runtime/core/inc/sqe/v100/stars_sqe.hpp`
+/// `rtStarsSqeType`.
+pub mod v100 {
+    /// FFTS: AI Core and AI Vector kernels alike.
+    pub const FFTS: u8 = 0;
     pub const AICPU: u8 = 1;
-    pub const AIV: u8 = 2;
     pub const PLACE_HOLDER: u8 = 3;
     pub const EVENT_RECORD: u8 = 4;
     pub const EVENT_WAIT: u8 = 5;
+    pub const NOTIFY_RECORD: u8 = 6;
+    pub const NOTIFY_WAIT: u8 = 7;
+    pub const WRITE_VALUE: u8 = 8;
     pub const SDMA: u8 = 11;
-    pub const MEMSET: u8 = 12;
-    pub const HCCL: u8 = 13;
+    pub const COND: u8 = 20;
+}
+
+/// SQE types of STARS v2 (950, "David"): RT `src/runtime/core/inc/sqe/v200_base/stars_david.hpp`
+/// `rtDavidSqeType`.
+pub mod v200 {
+    pub const AIC: u8 = 0;
+    pub const AIV: u8 = 1;
+    pub const PLACE_HOLDER: u8 = 3;
+    pub const AICPU_H: u8 = 4;
+    pub const AICPU_D: u8 = 5;
+    pub const NOTIFY_RECORD: u8 = 6;
+    pub const NOTIFY_WAIT: u8 = 7;
+    pub const WRITE_VALUE: u8 = 8;
+    pub const SDMA: u8 = 11;
+    pub const COND: u8 = 20;
+}
+
+/// What a task does, whatever its SQE type on the chip: the runtime puts it in the SQE's
+/// annotation byte ([`annot::KIND`]) and the device and the ground truth go by it.
+pub mod kind {
+    pub const KERNEL: u8 = 1;
+    pub const MEMCPY: u8 = 2;
+    pub const MEMSET: u8 = 3;
+    pub const HCCL: u8 = 4;
+    pub const EVENT: u8 = 5;
+    pub const FLIP: u8 = 6;
+    pub const MODEL: u8 = 7;
+}
+
+/// Kernel engines (`pl::KERNEL_ENGINE`).
+pub mod engine {
+    pub const AIC: u32 = 0;
+    pub const AIV: u32 = 1;
+    pub const AICPU: u32 = 2;
+}
+
+/// SQE types by role on `chip`.
+impl Chip {
+    pub fn kernel_type(self, eng: u32) -> u8 {
+        match (self, eng) {
+            (Chip::Ascend910B, engine::AICPU) => v100::AICPU,
+            (Chip::Ascend910B, _) => v100::FFTS,
+            (Chip::Ascend950, engine::AICPU) => v200::AICPU_D,
+            (Chip::Ascend950, engine::AIV) => v200::AIV,
+            (Chip::Ascend950, _) => v200::AIC,
+        }
+    }
+    /// An event record: EVENT_RECORD on v100, NOTIFY_RECORD on v2 (RT
+    /// `david_event_task_v200_base.cc`).
+    pub fn event_record_type(self) -> u8 {
+        match self {
+            Chip::Ascend910B => v100::EVENT_RECORD,
+            Chip::Ascend950 => v200::NOTIFY_RECORD,
+        }
+    }
+    pub fn event_wait_type(self) -> u8 {
+        match self {
+            Chip::Ascend910B => v100::EVENT_WAIT,
+            Chip::Ascend950 => v200::NOTIFY_WAIT,
+        }
+    }
 }
 
 pub const SQE_SIZE: usize = 64;
 pub const CQE_SIZE: usize = 32;
 
-/// Byte offsets of the simulator's SQE payload (`commandCustom`, bytes 8..64), per SQE type.
-pub mod sqe_off {
-    // kernels (AICORE, AICPU, AIV)
+/// Byte offsets of the simulator's SQE payload (bytes 8..48 of `commandCustom`), by what the
+/// task does. Real SQEs lay these bytes out otherwise (only the place holders' flip fields and
+/// the model-execute fields follow the real layout).
+pub mod pl {
+    // kernels
     pub const KERNEL_PC: usize = 8; // u64 stub address / function handle
-    pub const KERNEL_NAME: usize = 16; // u64 pointer to the NUL-terminated kernel name
-    pub const KERNEL_ARGS: usize = 24; // u64 host args pointer
-    pub const KERNEL_ARGS_SIZE: usize = 32; // u32
-    // SDMA memcpy
-    pub const COPY_SRC: usize = 8; // u64
-    pub const COPY_DST: usize = 16; // u64
+    pub const KERNEL_ARGS: usize = 16; // u64 host args pointer
+    pub const KERNEL_ARGS_SIZE: usize = 24; // u32
+    pub const KERNEL_ENGINE: usize = 28; // u32 engine::*
+    // SDMA
+    pub const COPY_SRC: usize = 8; // u64 (op 2: the device function)
+    pub const COPY_DST: usize = 16; // u64 (op 2: its context)
     pub const COPY_BYTES: usize = 24; // u64
-    pub const COPY_KIND: usize = 32; // u32 rtMemcpyKind_t
-    pub const COPY_FLAGS: usize = 36; // u32, SQE_FLAG_SYNC
-    // memset
-    pub const SET_PTR: usize = 8; // u64
-    pub const SET_BYTES: usize = 16; // u64
-    pub const SET_VALUE: usize = 24; // u32
-    pub const SET_FLAGS: usize = 28; // u32, SQE_FLAG_SYNC
+    pub const COPY_KIND: usize = 32; // u32 rtMemcpyKind_t, DEFAULT resolved
+    pub const SDMA_OP: usize = 36; // u32 SDMA_OP_*
+    pub const FILL_VALUE: usize = 40; // u32, SDMA_OP_FILL: the byte value
     // event record / wait
     pub const EVENT_ID: usize = 8; // u32
-    pub const EVENT_GEN: usize = 16; // u64 record generation
-    // HCCL collective
-    pub const HCCL_EXEC: usize = 8; // u64 `extern "C" fn(ctx: u64) -> i32` run on the device
-    pub const HCCL_CTX: usize = 16; // u64
-    pub const HCCL_BYTES: usize = 24; // u64
-    pub const HCCL_NRANKS: usize = 32; // u32
-    pub const HCCL_OP: usize = 36; // u32
-    pub const HCCL_NAME: usize = 40; // u64 pointer to the NUL-terminated op name
+    pub const EVENT_GEN: usize = 16; // u64 record generation (0: none)
+    // notify record / wait (HCCL)
+    pub const NOTIFY_ID: usize = 8; // u32
+    pub const CALL_FN: usize = 16; // u64 device function `extern "C" fn(ctx: u64) -> u32`
+    pub const CALL_CTX: usize = 24; // u64
+    /// u32 on HCCL tasks (notify and SDMA): the task's index within its collective.
+    pub const HCCL_STEP: usize = 44;
+    // model execute (COND, RT `ConstructSqeForModelExecuteTask`)
+    pub const COND_SUB_TYPE: usize = 8; // u8 CONDS_SUB_TYPE_MODEL_EXEC = 1
+    pub const MODEL_ID: usize = 12; // u16
+    pub const MODEL_STREAM: usize = 16; // u32 the model stream whose tasks the device runs
 }
 
-/// The simulator's annotation bytes of every SQE (real SQEs use them for other fields).
+/// `pl::SDMA_OP` values.
+pub const SDMA_OP_COPY: u32 = 0;
+/// A memset task (950: RT_STARS_MEMCPY_ASYNC_OP_KIND_MEMSET).
+pub const SDMA_OP_FILL: u32 = 1;
+/// A collective's data movement: `pl::CALL_FN(pl::CALL_CTX)` on the device.
+pub const SDMA_OP_CALL: u32 = 2;
+/// `CONDS_SUB_TYPE_MODEL_EXEC` (RT stars_base.hpp).
+pub const CONDS_SUB_TYPE_MODEL_EXEC: u8 = 1;
+
+/// The simulator's annotation bytes of every SQE, for the device model and the ground truth
+/// (real SQEs use these bytes for other fields).
 pub mod annot {
+    /// u64: pointer to a NUL-terminated name (kernel, collective), or 0.
+    pub const NAME: usize = 48;
+    /// u8: `kind::*`.
+    pub const KIND: usize = 56;
     /// u16: the stream's flip count when the task got its id (RT `TaskInfo::flipNum`): its
     /// profiling task id is `(flip << 16) | taskId`.
     pub const FLIP: usize = 58;
+    /// u32: kind-specific: MEMSET value, HCCL rank count, MODEL model id.
+    pub const AUX: usize = 60;
 }
 
 /// The place-holder SQE of a flip task (RT stream_task_v100.cc `ConstructSqeForFlipTask`):
@@ -313,9 +394,6 @@ pub mod flip {
 /// (RT `Stream::SetMaxTaskId`: `MAX_UINT16_NUM - 1`).
 pub const MAX_TASK_ID: u16 = 0xFFFE;
 
-/// `COPY_FLAGS` / `SET_FLAGS` bit: the task was submitted by a synchronous API.
-pub const SQE_FLAG_SYNC: u32 = 1;
-
 /// One 64-byte SQE: `rtStarsSqeHeader_t` then `commandCustom`.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
@@ -327,31 +405,63 @@ impl Default for Sqe {
     }
 }
 
-/// Bit of header byte 1 that is `wrCqe` (`rtStarsSqeHeader_t`: ie:2, preP:2, postP:2, wrCqe:1).
-const WR_CQE_BIT: u8 = 1 << 6;
+/// Bit of header byte 1 that is `wrCqe`: v100 `rtStarsSqeHeader_t` (ie:2, preP:2, postP:2,
+/// wrCqe:1) and v2 `rtDavidStarsSqeHeader_t` (ie:1, preP:1, postP:1, wrCqe:1, ...).
+fn wr_cqe_bit(chip: Chip) -> u8 {
+    match chip {
+        Chip::Ascend910B => 1 << 6,
+        Chip::Ascend950 => 1 << 3,
+    }
+}
 
 impl Sqe {
-    /// An SQE of `ty` that asks for no completion entry (`wrCqe` = 0), as ordinary tasks do.
-    pub fn new(ty: u8, block_dim: u16) -> Sqe {
+    /// An SQE of `ty` doing `kind` that asks for no completion entry (`wrCqe` = 0), as
+    /// ordinary tasks do.
+    pub fn new(ty: u8, kind: u8, block_dim: u16) -> Sqe {
         let mut s = Sqe::default();
         s.0[0] = ty & 0x3f;
         s.0[2..4].copy_from_slice(&block_dim.to_le_bytes());
+        s.0[annot::KIND] = kind;
         s
+    }
+    pub fn kind(&self) -> u8 {
+        self.0[annot::KIND]
     }
     pub fn ty(&self) -> u8 {
         self.0[0] & 0x3f
     }
     /// The header's `wrCqe` bit: the task writes a CQE when it ends.
-    pub fn wr_cqe(&self) -> bool {
-        self.0[1] & WR_CQE_BIT != 0
+    pub fn wr_cqe(&self, chip: Chip) -> bool {
+        self.0[1] & wr_cqe_bit(chip) != 0
     }
-    pub fn set_wr_cqe(&mut self, on: bool) -> &mut Self {
+    pub fn set_wr_cqe(&mut self, chip: Chip, on: bool) -> &mut Self {
         if on {
-            self.0[1] |= WR_CQE_BIT;
+            self.0[1] |= wr_cqe_bit(chip);
         } else {
-            self.0[1] &= !WR_CQE_BIT;
+            self.0[1] &= !wr_cqe_bit(chip);
         }
         self
+    }
+    /// Writes the header's ids: v100 has u16 `rtStreamId` (flag bits included) @4 and u16
+    /// `taskId` @6; v2 has no stream id and a u32 `taskId` @4.
+    pub fn set_header_ids(&mut self, chip: Chip, stream_field: u16, task_id: u32) {
+        match chip {
+            Chip::Ascend910B => self.set_ids(stream_field, task_id as u16),
+            Chip::Ascend950 => {
+                self.set_u32(4, task_id);
+            }
+        }
+    }
+    /// The header's task id on `chip`.
+    pub fn header_task_id(&self, chip: Chip) -> u32 {
+        match chip {
+            Chip::Ascend910B => self.task_id().into(),
+            Chip::Ascend950 => self.u32_at(4),
+        }
+    }
+    /// The header's stream id field (flag bits included); v2 headers have none.
+    pub fn header_stream_field(&self, chip: Chip) -> Option<u16> {
+        (chip == Chip::Ascend910B).then(|| self.stream_field())
     }
     pub fn block_dim(&self) -> u16 {
         self.u16_at(2)

@@ -15,16 +15,19 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use npu_sim_common::abi::{
-    self, CQE_FLAG_ERROR_BIT, CQE_FLAG_MATCH, Cqe, RT_SYNC_TASK_FLAG, STARS_FUNC_TYPE_BEGIN,
-    STARS_FUNC_TYPE_END, Sqe, sqe_off, sqe_type,
+    self, CQE_FLAG_ERROR_BIT, CQE_FLAG_MATCH, Chip, Cqe, RT_SYNC_TASK_FLAG, STARS_FUNC_TYPE_BEGIN,
+    STARS_FUNC_TYPE_END, Sqe, pl,
 };
 use npu_sim_common::time::monotonic_ns;
 
 use crate::config::{self, Config};
 use crate::exec;
 use crate::prof::emit;
-use crate::task::{Outcome, Task};
+use crate::task::{Outcome, Task, is_event_record, is_event_wait};
 use crate::truth;
+
+/// The sqeType of a timed CQE of an event record (DRV stars_v1/trs_stars_cq.h).
+const TRS_STARS_CQE_RECORD: u8 = 4;
 
 /// CQEs a logic CQ holds; more are dropped, as the real logic CQ drops when full.
 const LOGIC_CQ_DEPTH: usize = 1024;
@@ -196,9 +199,12 @@ impl Device {
             let pos = sq.tail;
             first_pos.get_or_insert(pos);
             sq.tail = (sq.tail + 1) % depth;
-            let stream = sq.stream;
+            let (stream, task_id, sync_flag) = header_ids(self.cfg.chip, sqe, sq.stream);
             sq.queue.push_back(Task {
-                stream: sqe_stream(sqe, stream),
+                stream,
+                task_id,
+                sync_flag,
+                model: None,
                 sqe: *sqe,
                 sq_id,
                 pos,
@@ -291,9 +297,9 @@ impl Device {
                     continue;
                 };
                 sq.busy = true;
-                if task.sqe.ty() == sqe_type::EVENT_WAIT {
-                    let event = task.sqe.u32_at(sqe_off::EVENT_ID);
-                    let generation = task.sqe.u64_at(sqe_off::EVENT_GEN);
+                if is_event_wait(self.cfg.chip, &task.sqe) {
+                    let event = task.sqe.u32_at(pl::EVENT_ID);
+                    let generation = task.sqe.u64_at(pl::EVENT_GEN);
                     if st.events.get(&event).copied().unwrap_or(0) < generation {
                         // The wait begins now; it ends when its event is recorded.
                         let since_ns = emit::stamp(self.id, self.cfg, &task, STARS_FUNC_TYPE_BEGIN);
@@ -318,7 +324,7 @@ impl Device {
     fn complete(&self, task: Task, outcome: Outcome) {
         let mut done = vec![(task, outcome)];
         while let Some((task, outcome)) = done.pop() {
-            let writes_cqe = task.sqe.wr_cqe() || outcome.status != 0;
+            let writes_cqe = task.sqe.wr_cqe(self.cfg.chip) || outcome.status != 0;
             truth::task_line(self.id, self.cfg, &task, &outcome, writes_cqe);
             let depth = self.depth();
             let mut st = self.lock();
@@ -343,9 +349,9 @@ impl Device {
                     self.work.notify_one();
                 }
             }
-            if task.sqe.ty() == sqe_type::EVENT_RECORD {
-                let event = task.sqe.u32_at(sqe_off::EVENT_ID);
-                let generation = task.sqe.u64_at(sqe_off::EVENT_GEN);
+            if is_event_record(self.cfg.chip, &task.sqe) && task.sqe.u64_at(pl::EVENT_GEN) != 0 {
+                let event = task.sqe.u32_at(pl::EVENT_ID);
+                let generation = task.sqe.u64_at(pl::EVENT_GEN);
                 let done_gen = st.events.entry(event).or_insert(0);
                 *done_gen = (*done_gen).max(generation);
                 let done_gen = *done_gen;
@@ -373,10 +379,11 @@ impl Device {
     /// did not fail, whose type then reads 4 or 3; the SQE index otherwise.
     fn cqe_of(&self, task: &Task, out: &Outcome, head: u32) -> Cqe {
         let ty = task.sqe.ty();
-        let timed =
-            out.status == 0 && matches!(ty, sqe_type::EVENT_RECORD | sqe_type::PLACE_HOLDER);
+        let holder = ty == abi::v100::PLACE_HOLDER;
+        let record = is_event_record(self.cfg.chip, &task.sqe) && !holder;
+        let timed = out.status == 0 && (record || holder);
         let mut flags = 0;
-        if task.sqe.stream_field() & RT_SYNC_TASK_FLAG != 0 {
+        if task.sync_flag {
             flags |= CQE_FLAG_MATCH;
         }
         if out.status != 0 {
@@ -384,10 +391,15 @@ impl Device {
         }
         Cqe {
             stream_id: task.stream,
-            task_id: task.sqe.task_id(),
+            task_id: task.task_id as u16,
             error_code: out.status,
             error_type: out.error_type,
-            sqe_type: ty,
+            // TRS_STARS_CQE_RECORED / TRS_STARS_CQE_HOLDER when the entry carries a time.
+            sqe_type: match (timed, record) {
+                (true, true) => TRS_STARS_CQE_RECORD,
+                (true, false) => abi::v100::PLACE_HOLDER,
+                _ => ty,
+            },
             sq_id: task.sq_id as u16,
             sq_head: head as u16,
             flags,
@@ -401,9 +413,14 @@ impl Device {
     }
 }
 
-/// The stream an SQE names: the header's (flag bits cleared), as the hardware reports it.
-fn sqe_stream(sqe: &Sqe, _sq_stream: u16) -> u16 {
-    sqe.stream_id()
+/// (stream, task id, sync flag) of an SQE queued on an SQ of stream `sq_stream`: v100 headers
+/// name the stream (bit 15 is RT_SYNC_TASK_FLAG); v2 headers do not, so the SQ's stream counts.
+pub(crate) fn header_ids(chip: Chip, sqe: &Sqe, sq_stream: u16) -> (u16, u32, bool) {
+    let task = sqe.header_task_id(chip);
+    match sqe.header_stream_field(chip) {
+        Some(f) => (f & !RT_SYNC_TASK_FLAG, task, f & RT_SYNC_TASK_FLAG != 0),
+        None => (sq_stream, task, false),
+    }
 }
 
 /// (start, count) of the CQEs a version-1 receive returns from `cq`.

@@ -186,9 +186,13 @@ pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -
                     unsafe {
                         std::ptr::copy_nonoverlapping(i.sqe_addr, s.0.as_mut_ptr(), SQE_SIZE)
                     };
-                    a.u64("sqe_type", s.ty().into())
-                        .u64("stream_id", s.stream_id().into());
-                    a.u64("task_id", s.task_id().into());
+                    let chip = config::get().chip;
+                    a.u64("sqe_type", s.ty().into());
+                    if let Some(f) = s.header_stream_field(chip) {
+                        a.u64("stream_id", (f & !abi::RT_SYNC_TASK_FLAG).into());
+                    }
+                    a.u64("task_id", s.header_task_id(chip).into())
+                        .bool("wr_cqe", s.wr_cqe(chip));
                 }
             }
         },

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use npu_sim_common::abi::{self, sqe_type};
+use npu_sim_common::abi::{self, engine};
 
 /// A kernel, laid out as the real runtime's `class Kernel` begins (hicann/runtime
 /// `src/runtime/core/inc/kernel/kernel.hpp`, no vtable): `program_` @0, `aicpuKernelType_`
@@ -18,8 +18,8 @@ pub(crate) struct Func {
     kernel_attr_type: u32,
     stub_fun: u64,
     pub name: StdString,
-    /// What the SQE says the kernel runs on (AI Core, AI CPU, AI Vector).
-    pub sqe_type: u8,
+    /// What the kernel runs on (`engine::*`: AI Core, AI Vector, AI CPU).
+    pub engine: u32,
     /// The device "pc" reported in the SQE: the stub address, or the kernel itself.
     pub pc: u64,
 }
@@ -73,7 +73,7 @@ struct Registry {
     /// rtFuncHandle values handed out.
     handles: HashMap<usize, &'static Func>,
     /// Kernels named only at launch: AI CPU kernels, unknown tiling keys.
-    by_name: HashMap<(u8, String), &'static Func>,
+    by_name: HashMap<(u32, String), &'static Func>,
 }
 
 fn registry() -> MutexGuard<'static, Registry> {
@@ -81,7 +81,7 @@ fn registry() -> MutexGuard<'static, Registry> {
     R.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn new_func(name: &str, sqe_type: u8, pc: u64) -> &'static Func {
+fn new_func(name: &str, engine: u32, pc: u64) -> &'static Func {
     let name = CString::new(name.replace('\0', "")).unwrap_or_default();
     let len = name.as_bytes().len();
     let f: &'static mut Func = Box::leak(Box::new(Func {
@@ -94,7 +94,7 @@ fn new_func(name: &str, sqe_type: u8, pc: u64) -> &'static Func {
             len,
             local: [0; 16],
         },
-        sqe_type,
+        engine,
         pc,
     }));
     if f.pc == 0 {
@@ -113,13 +113,11 @@ const KNOWN_MAGICS: [u32; 7] = [
     abi::RT_DEV_BINARY_MAGIC_ELF_AICUBE,
 ];
 
-fn engine_of(magic: u32) -> u8 {
+fn engine_of(magic: u32) -> u32 {
     match magic {
-        abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU | abi::RT_DEV_BINARY_MAGIC_ELF_AICPU => {
-            sqe_type::AICPU
-        }
-        abi::RT_DEV_BINARY_MAGIC_PLAIN_AIVEC | abi::RT_DEV_BINARY_MAGIC_ELF_AIVEC => sqe_type::AIV,
-        _ => sqe_type::AICORE,
+        abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU | abi::RT_DEV_BINARY_MAGIC_ELF_AICPU => engine::AICPU,
+        abi::RT_DEV_BINARY_MAGIC_PLAIN_AIVEC | abi::RT_DEV_BINARY_MAGIC_ELF_AIVEC => engine::AIV,
+        _ => engine::AIC,
     }
 }
 
@@ -240,7 +238,7 @@ pub(crate) fn aicpu(name: &str) -> &'static Func {
     let mut r = registry();
     let f: &&'static Func = r
         .by_name
-        .entry((sqe_type::AICPU, name.to_string()))
-        .or_insert_with(|| new_func(name, sqe_type::AICPU, 0));
+        .entry((engine::AICPU, name.to_string()))
+        .or_insert_with(|| new_func(name, engine::AICPU, 0));
     f
 }

@@ -15,7 +15,8 @@ mod stream;
 
 use std::ffi::{CStr, c_char, c_void};
 
-use npu_sim_common::abi::{self, RtArgsEx, RtDevBinary, Sqe, sqe_off, sqe_type};
+use npu_sim_common::abi::{self, RtArgsEx, RtDevBinary, Sqe, annot, kind, pl};
+use npu_sim_common::env::chip;
 use npu_sim_common::json::Obj;
 use npu_sim_common::trace::{api, out_ptr};
 
@@ -25,6 +26,9 @@ use memory::Place;
 use stream::Submit;
 
 const LIB: &str = "libruntime.so";
+
+/// Bytes one memset copy covers (RT context.hpp `MEM_BLOCK_SIZE`, 64 MiB).
+const MEM_BLOCK_SIZE: u64 = 64 << 20;
 
 type Stm = *mut c_void;
 
@@ -229,9 +233,9 @@ pub unsafe extern "C" fn rtStreamWaitEvent(stm: Stm, evt: *mut c_void) -> i32 {
                 if generation == 0 {
                     return Ok(());
                 }
-                let mut sqe = Sqe::new(sqe_type::EVENT_WAIT, 0);
-                sqe.set_u32(sqe_off::EVENT_ID, e.id)
-                    .set_u64(sqe_off::EVENT_GEN, generation);
+                let mut sqe = Sqe::new(chip().event_wait_type(), kind::EVENT, 0);
+                sqe.set_u32(pl::EVENT_ID, e.id)
+                    .set_u64(pl::EVENT_GEN, generation);
                 s.submit(&mut sqe, Submit::default()).map(drop)
             })())
         },
@@ -284,9 +288,9 @@ pub unsafe extern "C" fn rtEventRecord(evt: *mut c_void, stm: Stm) -> i32 {
                 let e = handles::event(evt)?;
                 let s = handles::stream(stm)?;
                 let generation = e.next_record();
-                let mut sqe = Sqe::new(sqe_type::EVENT_RECORD, 0);
-                sqe.set_u32(sqe_off::EVENT_ID, e.id)
-                    .set_u64(sqe_off::EVENT_GEN, generation);
+                let mut sqe = Sqe::new(chip().event_record_type(), kind::EVENT, 0);
+                sqe.set_u32(pl::EVENT_ID, e.id)
+                    .set_u64(pl::EVENT_GEN, generation);
                 // Events are created with RT_EVENT_DEFAULT, which includes RT_EVENT_TIME_LINE:
                 // the record writes a CQE carrying its device time (RT event_task_v100.cc).
                 let submit = Submit {
@@ -435,12 +439,18 @@ fn submit_copy(
     if cnt == 0 {
         return Ok(());
     }
-    let mut sqe = Sqe::new(sqe_type::SDMA, 0);
-    sqe.set_u64(sqe_off::COPY_SRC, src as u64)
-        .set_u64(sqe_off::COPY_DST, dst as u64);
-    sqe.set_u64(sqe_off::COPY_BYTES, cnt)
-        .set_u32(sqe_off::COPY_KIND, kind);
+    let mut sqe = copy_sqe(kind::MEMCPY, src as u64, dst as u64, cnt, kind);
     s.submit(&mut sqe, Submit::default()).map(drop)
+}
+
+/// An SDMA (type 11, on both chips) copy doing `what`.
+fn copy_sqe(what: u8, src: u64, dst: u64, bytes: u64, copy_kind: u32) -> Sqe {
+    let mut sqe = Sqe::new(abi::v100::SDMA, what, 0);
+    sqe.set_u64(pl::COPY_SRC, src).set_u64(pl::COPY_DST, dst);
+    sqe.set_u64(pl::COPY_BYTES, bytes)
+        .set_u32(pl::COPY_KIND, copy_kind)
+        .set_u32(pl::SDMA_OP, abi::SDMA_OP_COPY);
+    sqe
 }
 
 /// A driver error as the runtime reports it.
@@ -537,11 +547,53 @@ fn submit_set(p: *mut c_void, dest_max: u64, val: u32, cnt: u64, stm: Stm) -> Re
     if cnt == 0 {
         return Ok(());
     }
-    let mut sqe = Sqe::new(sqe_type::MEMSET, 0);
-    sqe.set_u64(sqe_off::SET_PTR, p as u64)
-        .set_u64(sqe_off::SET_BYTES, cnt)
-        .set_u32(sqe_off::SET_VALUE, val);
-    s.submit(&mut sqe, Submit::default()).map(drop)
+    let value = val & 0xff;
+    if chip() == abi::Chip::Ascend950 {
+        // 950 has a memset task: an SDMA SQE with the memset opcode (RT memory_task_v200_base.cc
+        // `ConstructDavidSqeForMemsetAsyncTask`).
+        let mut sqe = Sqe::new(abi::v200::SDMA, kind::MEMSET, 0);
+        sqe.set_u64(pl::COPY_DST, p as u64)
+            .set_u64(pl::COPY_BYTES, cnt)
+            .set_u32(pl::SDMA_OP, abi::SDMA_OP_FILL)
+            .set_u32(pl::FILL_VALUE, value)
+            .set_u32(annot::AUX, value);
+        return s.submit(&mut sqe, Submit::default()).map(drop);
+    }
+    // 910B has none (MEMSET_TASK_NOT_SUPPORT, DevMemSetAsyncByMemset unsupported in
+    // memcpy_stars.cc): RT `DevMemSetAsyncByMemcpy` fills a host buffer of up to 64 MiB, copies
+    // it H2D, then copies that first block D2D over the rest.
+    let first = cnt.min(MEM_BLOCK_SIZE);
+    let buf =
+        vec![value as u8; usize::try_from(first).map_err(|_| abi::ACL_ERROR_RT_PARAM_INVALID)?]
+            .into_boxed_slice();
+    let mut sqe = copy_sqe(
+        kind::MEMSET,
+        buf.as_ptr() as u64,
+        p as u64,
+        first,
+        abi::RT_MEMCPY_HOST_TO_DEVICE,
+    );
+    sqe.set_u32(annot::AUX, value);
+    let keep = Submit {
+        keep: Some(buf),
+        ..Submit::default()
+    };
+    s.submit(&mut sqe, keep)?;
+    let mut done = first;
+    while done < cnt {
+        let n = (cnt - done).min(MEM_BLOCK_SIZE);
+        let mut sqe = copy_sqe(
+            kind::MEMSET,
+            p as u64,
+            p as u64 + done,
+            n,
+            abi::RT_MEMCPY_DEVICE_TO_DEVICE,
+        );
+        sqe.set_u32(annot::AUX, value);
+        s.submit(&mut sqe, Submit::default())?;
+        done += n;
+    }
+    Ok(())
 }
 
 // SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
@@ -752,11 +804,12 @@ fn launch(
         .filter(|b| *b > 0)
         .ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
     let s = handles::stream(stm)?;
-    let mut sqe = Sqe::new(f.sqe_type, block_dim);
-    sqe.set_u64(sqe_off::KERNEL_PC, f.pc)
-        .set_u64(sqe_off::KERNEL_NAME, f.name.ptr as u64);
-    sqe.set_u64(sqe_off::KERNEL_ARGS, args as u64)
-        .set_u32(sqe_off::KERNEL_ARGS_SIZE, args_size);
+    let mut sqe = Sqe::new(chip().kernel_type(f.engine), kind::KERNEL, block_dim);
+    sqe.set_u64(pl::KERNEL_PC, f.pc)
+        .set_u64(pl::KERNEL_ARGS, args as u64);
+    sqe.set_u32(pl::KERNEL_ARGS_SIZE, args_size)
+        .set_u32(pl::KERNEL_ENGINE, f.engine)
+        .set_u64(annot::NAME, f.name.ptr as u64);
     s.submit(&mut sqe, Submit::default()).map(drop)
 }
 

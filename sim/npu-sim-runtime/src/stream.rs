@@ -9,9 +9,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use npu_sim_common::abi::{
-    self, CQE_FLAG_MATCH, CQE_SIZE, Cqe, HalReportRecvInfo, HalSqCqQueryInfo, HalTaskSendInfo,
-    MAX_TASK_ID, RT_SYNC_TASK_FLAG, Sqe, TASK_ID_ANY, TASK_ID_MODULUS, annot, flip, sqe_type,
+    self, CQE_SIZE, Chip, Cqe, HalReportRecvInfo, HalSqCqQueryInfo, HalTaskSendInfo, MAX_TASK_ID,
+    RT_SYNC_TASK_FLAG, Sqe, TASK_ID_ANY, TASK_ID_MODULUS, annot, flip, kind,
 };
+
+use npu_sim_common::env::chip;
 
 use crate::event::Event;
 use crate::hal::Hal;
@@ -31,7 +33,8 @@ const SYNC_WAIT_MS: i32 = 100;
 /// A task handed to the device and not yet reclaimed.
 struct Inflight {
     pos: u32,
-    task_id: u16,
+    /// The low 16 bits of the header's task id: what the task's CQE carries.
+    hw_task: u16,
     seq: u64,
     /// The task writes a CQE the runtime must see before reclaiming it (RT `isCqeNeedConcern`).
     concern: bool,
@@ -89,6 +92,13 @@ fn initial_last_task_id() -> u16 {
 fn track_prof() -> bool {
     static T: OnceLock<bool> = OnceLock::new();
     *T.get_or_init(|| npu_sim_common::env::parse("NPU_SIM_TRACK_PROF", 1u32) != 0)
+}
+
+/// The next task serial number of this process (v2 headers; RT `Runtime::AllocTaskSn`:
+/// a process-wide counter, `& 0x7FFFFFFF`).
+fn next_task_sn() -> u32 {
+    static SN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    SN.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0x7FFF_FFFF
 }
 
 /// The task id after `last`: `(last + 1) % 0xFFFF`, 0 after "none" (RT task_submit.cc).
@@ -149,7 +159,7 @@ impl Stream {
 
     /// Stamps `sqe` with this stream's id and next task id and sends it to the device, on the
     /// calling thread. Returns the task's sequence number on this stream and its task id.
-    pub(crate) fn submit(&self, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u16), i32> {
+    pub(crate) fn submit(&self, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u32), i32> {
         let r = self.send(sqe, opts)?;
         if r.0 % RECYCLE_INTERVAL == 0 {
             self.reclaim();
@@ -157,16 +167,21 @@ impl Stream {
         Ok(r)
     }
 
-    fn send(&self, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u16), i32> {
+    fn send(&self, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u32), i32> {
+        let chip = chip();
         let mut st = self.lock();
-        let (seq, task_id) = self.send_locked(&mut st, sqe, opts)?;
-        let flip_id = (u32::from(st.flip) << 16) | u32::from(task_id);
-        if task_id == MAX_TASK_ID {
+        let (seq, hw_task) = self.send_locked(&mut st, sqe, opts)?;
+        let task_id = st.last_task_id;
+        let prof_id = match chip {
+            Chip::Ascend910B => (u32::from(st.flip) << 16) | u32::from(task_id),
+            Chip::Ascend950 => hw_task,
+        };
+        if task_id == MAX_TASK_ID && chip == Chip::Ascend910B {
             // RT UpdateFlipNum: the task with the largest id bumps the stream's flip count;
             // with task-track profiling on, AllocAndSendFlipTask then tells the device.
             st.flip = st.flip.wrapping_add(1);
             if track_prof() {
-                let mut f = Sqe::new(sqe_type::PLACE_HOLDER, 0);
+                let mut f = Sqe::new(abi::v100::PLACE_HOLDER, kind::FLIP, 0);
                 f.0[1] |= flip::PRE_P;
                 f.set_u16(flip::TASK_TYPE_OFF, flip::TS_TASK_TYPE_FLIP)
                     .set_u16(flip::FLIP_NUM_OFF, st.flip)
@@ -175,19 +190,27 @@ impl Stream {
                 self.send_locked(&mut st, &mut f, Submit::default())?;
             }
         }
-        LAST_TASK.with(|l| l.set((flip_id, u32::from(self.id))));
-        Ok((seq, task_id))
+        LAST_TASK.with(|l| l.set((prof_id, u32::from(self.id))));
+        Ok((seq, hw_task))
     }
 
-    fn send_locked(&self, st: &mut State, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u16), i32> {
+    /// Sends one SQE; returns its sequence number on this stream and the task id its header
+    /// carries (v100: the stream's 16-bit id; v2: the process's 31-bit task serial number,
+    /// RT `Runtime::AllocTaskSn`).
+    fn send_locked(&self, st: &mut State, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u32), i32> {
+        let chip = chip();
         let task_id = next_task_id(st.last_task_id);
-        let field = if opts.sync_flag {
+        let hw_task = match chip {
+            Chip::Ascend910B => u32::from(task_id),
+            Chip::Ascend950 => next_task_sn(),
+        };
+        let field = if opts.sync_flag && chip == Chip::Ascend910B {
             self.id | RT_SYNC_TASK_FLAG
         } else {
             self.id
         };
-        sqe.set_ids(field, task_id);
-        sqe.set_wr_cqe(opts.concern);
+        sqe.set_header_ids(chip, field, hw_task);
+        sqe.set_wr_cqe(chip, opts.concern);
         sqe.set_u16(annot::FLIP, st.flip);
         let mut info = HalTaskSendInfo {
             type_: abi::DRV_NORMAL_TYPE,
@@ -209,14 +232,14 @@ impl Stream {
         let seq = st.submitted;
         st.inflight.push_back(Inflight {
             pos: info.pos,
-            task_id,
+            hw_task: hw_task as u16,
             seq,
             concern: opts.concern,
             cqe_seen: false,
             event: opts.event,
             _keep: opts.keep,
         });
-        Ok((seq, task_id))
+        Ok((seq, hw_task))
     }
 
     /// Reclaims what the device finished (RT `TaskReclaimByStm`).
@@ -286,7 +309,7 @@ impl Stream {
     /// Applies one CQE: errors become the stream's error, event records get their time.
     fn on_cqe(&self, cqe: &Cqe) {
         let mut st = self.lock();
-        let Some(t) = st.inflight.iter_mut().find(|t| t.task_id == cqe.task_id) else {
+        let Some(t) = st.inflight.iter_mut().find(|t| t.hw_task == cqe.task_id) else {
             return;
         };
         t.cqe_seen = true;
@@ -299,7 +322,8 @@ impl Stream {
         if let Some((event, generation)) = event
             && code == 0
         {
-            let timed = cqe.sqe_type == sqe_type::EVENT_RECORD;
+            // TRS_STARS_CQE_RECORED: the entry carries the record's device time.
+            let timed = cqe.sqe_type == 4;
             event.complete(generation, if timed { cqe.u1 } else { 0 });
         }
     }
@@ -362,7 +386,7 @@ impl Stream {
                 return std::mem::take(&mut self.lock().sticky_error);
             }
         }
-        let mut sqe = Sqe::new(sqe_type::PLACE_HOLDER, 0);
+        let mut sqe = Sqe::new(abi::v100::PLACE_HOLDER, kind::EVENT, 0);
         let sent = self.send(
             &mut sqe,
             Submit {
@@ -371,15 +395,18 @@ impl Stream {
                 ..Submit::default()
             },
         );
-        let Ok((seq, task_id)) = sent else {
+        let Ok((seq, hw_task)) = sent else {
             return sent.err().unwrap_or(abi::ACL_ERROR_RT_INTERNAL_ERROR);
         };
+        // The CQE carries the low 16 bits of the header's task id; on v2 it has no match flag
+        // (DRV stars_v2/trs_stars_v2_cq.c), so it is an ordinary CQE.
+        let record = hw_task & 0xFFFF;
         loop {
-            let cqes = self.receive(u32::from(task_id), 1, SYNC_WAIT_MS);
+            let cqes = self.receive(record, 1, SYNC_WAIT_MS);
             let mut matched = false;
             for c in &cqes {
                 self.on_cqe(c);
-                matched |= c.flags & CQE_FLAG_MATCH != 0 && c.task_id == task_id;
+                matched |= u32::from(c.task_id) == record;
             }
             if cqes.is_empty() {
                 self.reclaim_locked();

@@ -17,14 +17,14 @@ pub(crate) fn stamp(dev: u32, cfg: &Config, task: &Task, func_type: u8) -> u64 {
     let locked = ch.lock();
     let ns = monotonic_ns();
     if locked.logging() {
-        let rec = record::encode(
-            func_type,
-            task.sqe.ty(),
-            task.stream,
-            task.sqe.task_id(),
-            task.sq_id,
-            cfg.clock.cnt_at(ns),
-        );
+        let ids = record::Ids {
+            ty: task.sqe.ty(),
+            kind: task.sqe.kind(),
+            stream: task.stream,
+            task: task.task_id as u16,
+            sq: task.sq_id,
+        };
+        let rec = record::encode(func_type, &ids, cfg.clock.cnt_at(ns));
         locked.append(&rec.to_bytes(), ns);
     }
     ns
