@@ -89,6 +89,8 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
         "NPU_SIM_TASK_ID_START",
         "NPU_SIM_STRAGGLER_MS",
         "NPU_SIM_PROF_BUF_BYTES",
+        "NPU_SIM_CHIP",
+        "NPU_SIM_TRACK_PROF",
     ] {
         c.env_remove(var);
     }
@@ -298,7 +300,7 @@ pub fn clock_cnt(clock: &Value, ns: u64) -> u64 {
 /// - every api line has enter <= exit, and each nested call (depth > 0) lies inside a call one
 ///   level up on the same thread;
 /// - every task names the outermost api call (depth 0, same thread, same fn and enter time)
-///   that submitted it, was submitted inside it through a halSqTaskSend carrying its stream and
+///   that submitted it, was submitted inside it through a halSqTaskSend carrying its SQ and
 ///   task id, and started no earlier than that call;
 /// - every task has start <= end in both clocks, and its device counts match the clock line.
 pub fn check_consistency(lines: &[Value]) {
@@ -373,9 +375,11 @@ pub fn check_consistency(lines: &[Value]) {
             "{t} submitted outside {api}"
         );
         assert!(u(t, "start_ns") >= enter, "{t} started before {api}");
+        // The SQ and the header's task id name the task on both chips (950 headers carry no
+        // stream id).
         let send = calls.iter().any(|a| {
             a["fn"] == "halSqTaskSend"
-                && a["args"]["stream_id"] == t["stream"]
+                && a["args"]["sqId"] == t["sq"]
                 && a["args"]["task_id"] == t["task"]
                 && u(a, "enter_ns") >= enter
                 && u(a, "exit_ns") <= exit

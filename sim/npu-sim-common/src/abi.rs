@@ -693,6 +693,47 @@ impl StarsSocLog {
 }
 
 const _: () = assert!(std::mem::size_of::<StarsSocLog>() == STARS_SOC_LOG_SIZE);
+
+pub const STARS_SOC_LOG_V6_SIZE: usize = 32;
+
+/// `StarsSocLogV6`: the 32-byte channel-50 record of 950 (msPTI channel_data.h, `#pragma
+/// pack(4)`; `SocLogConvert` picks it for CHIP_V6): no stream id, a 32-bit task id.
+#[repr(C, packed(4))]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct StarsSocLogV6 {
+    /// funcType:6 | cnt:4 | taskType:6
+    pub word0: u16,
+    pub resv0: u16,
+    pub task_id: u32,
+    /// Device syscnt.
+    pub timestamp: u64,
+    pub resv1: u16,
+    /// accId:6 | acsqId:10
+    pub acc: u16,
+    pub resv2: [u32; 3],
+}
+
+const _: () = assert!(std::mem::size_of::<StarsSocLogV6>() == STARS_SOC_LOG_V6_SIZE);
+
+impl StarsSocLogV6 {
+    pub fn func_type(&self) -> u8 {
+        (self.word0 & 0x3f) as u8
+    }
+    pub fn task_type(&self) -> u8 {
+        (self.word0 >> 10) as u8
+    }
+    pub fn acsq_id(&self) -> u16 {
+        self.acc >> 6
+    }
+    pub fn to_bytes(&self) -> [u8; STARS_SOC_LOG_V6_SIZE] {
+        // SAFETY: 32 bytes of plain integers with no padding (asserted above).
+        unsafe { std::mem::transmute::<StarsSocLogV6, [u8; STARS_SOC_LOG_V6_SIZE]>(*self) }
+    }
+    pub fn from_bytes(b: &[u8; STARS_SOC_LOG_V6_SIZE]) -> StarsSocLogV6 {
+        // SAFETY: every bit pattern is a valid StarsSocLogV6.
+        unsafe { std::mem::transmute::<[u8; STARS_SOC_LOG_V6_SIZE], StarsSocLogV6>(*b) }
+    }
+}
 const _: () = assert!(std::mem::size_of::<StarsSocLogConfig>() == 44);
 const _: () = assert!(std::mem::size_of::<ProfStartPara>() == 32);
 const _: () = assert!(std::mem::size_of::<ChannelList>() == 8 + 40 * PROF_CHANNEL_NUM_MAX);

@@ -17,6 +17,7 @@ pub(crate) fn clock_line(device: u32, cfg: &Config) {
     o.str("type", "clock")
         .u64("pid", pid().into())
         .u64("device", device.into());
+    o.str("chip", cfg.chip.tag());
     o.u64("freq_hz", c.freq_hz)
         .i64("offset_ns", c.offset_ns)
         .f64("drift_ppm", c.drift_ppm);

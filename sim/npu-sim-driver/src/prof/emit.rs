@@ -4,6 +4,8 @@
 //! of every process using the device reach the channel in timestamp order.
 use npu_sim_common::time::monotonic_ns;
 
+use npu_sim_common::abi::Chip;
+
 use crate::config::Config;
 use crate::prof::{local, record};
 use crate::task::Task;
@@ -24,8 +26,14 @@ pub(crate) fn stamp(dev: u32, cfg: &Config, task: &Task, func_type: u8) -> u64 {
             task: task.task_id as u16,
             sq: task.sq_id,
         };
-        let rec = record::encode(func_type, &ids, cfg.clock.cnt_at(ns));
-        locked.append(&rec.to_bytes(), ns);
+        let cnt = cfg.clock.cnt_at(ns);
+        match cfg.chip {
+            Chip::Ascend910B => locked.append(&record::encode(func_type, &ids, cnt).to_bytes(), ns),
+            Chip::Ascend950 => {
+                let rec = record::encode_v6(func_type, &ids, task.task_id, cnt);
+                locked.append(&rec.to_bytes(), ns);
+            }
+        }
     }
     ns
 }

@@ -5,7 +5,9 @@
 //! (`StarsCommon::GetStreamId/GetTaskId`, csrc/activity/ascend/channel/stars_common.cpp). The
 //! public sources do not say which form the hardware uses for which task, so the simulator
 //! uses all three, chosen by SQE type, and a reader that decodes only the plain form fails.
-use npu_sim_common::abi::{SOC_LOG_STREAM_BIT12, SOC_LOG_STREAM_BIT13, StarsSocLog, kind};
+use npu_sim_common::abi::{
+    SOC_LOG_STREAM_BIT12, SOC_LOG_STREAM_BIT13, StarsSocLog, StarsSocLogV6, kind,
+};
 
 /// Stream ids the record can carry: the decoders keep the stream id modulo 2048.
 const STREAM_MASK: u16 = 0x07ff;
@@ -68,6 +70,17 @@ pub(super) fn encode(func_type: u8, ids: &Ids, cnt: u64) -> StarsSocLog {
         // accId 0; acsqId: the 10-bit SQ id.
         acc: ((ids.sq & 0x3ff) as u16) << 6,
         ..StarsSocLog::default()
+    }
+}
+
+/// The 950 record (`StarsSocLogV6`): the 32-bit task id, no stream.
+pub(super) fn encode_v6(func_type: u8, ids: &Ids, task: u32, cnt: u64) -> StarsSocLogV6 {
+    StarsSocLogV6 {
+        word0: u16::from(func_type & 0x3f) | (u16::from(ids.ty & 0x3f) << 10),
+        task_id: task,
+        timestamp: cnt,
+        acc: ((ids.sq & 0x3ff) as u16) << 6,
+        ..StarsSocLogV6::default()
     }
 }
 
