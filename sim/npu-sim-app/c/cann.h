@@ -78,6 +78,7 @@ typedef void *mstxDomainHandle_t;
     X(RT, rtError_t, rtMalloc, (void **devPtr, uint64_t size, uint32_t type, uint16_t moduleId))           \
     X(RT, rtError_t, rtFree, (void *devPtr))                                                               \
     X(RT, rtError_t, rtDevBinaryRegister, (const rtDevBinary_t *bin, void **hdl))                          \
+    X(RT, rtError_t, rtRegisterAllKernel, (const rtDevBinary_t *bin, void **hdl))                          \
     X(RT, rtError_t, rtFunctionRegister,                                                                   \
       (void *binHandle, const void *stubFunc, const char *stubName, const void *kernelInfoExt,             \
        uint32_t funcMode))                                                                                 \

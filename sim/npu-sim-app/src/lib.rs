@@ -228,6 +228,7 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
             "rtMemset",
             "rtMemsetAsync",
             "rtDevBinaryRegister",
+            "rtRegisterAllKernel",
             "rtBinaryLoad",
             "rtFunctionRegister",
             "rtBinaryGetFunctionByName",

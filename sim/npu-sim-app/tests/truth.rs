@@ -181,6 +181,26 @@ fn api_lines_record_arguments_and_out_pointers() {
         .find(|l| l["fn"] == "rtKernelLaunch")
         .expect("rtKernelLaunch");
     assert_eq!(launch["args"]["kernel_name"], "softmax_fwd");
+    // rtFunctionRegister names the kernel by kernelInfoExt (the device function name), which
+    // the app makes differ from stubName.
+    let reg = lines
+        .iter()
+        .find(|l| l["fn"] == "rtFunctionRegister" && l["args"]["kernel_name"] == "softmax_fwd")
+        .expect("rtFunctionRegister");
+    assert_eq!(reg["args"]["stubName"], "softmax_fwd_host_stub");
+    // rtRegisterAllKernel registers every kernel symbol of the ELF, keyed by its trailing
+    // digits: tiling key 1002 launches MatMulV2_1002.
+    let all = lines
+        .iter()
+        .find(|l| l["fn"] == "rtRegisterAllKernel")
+        .expect("rtRegisterAllKernel");
+    assert_eq!(all["args"]["kernel_count"], 3);
+    assert!(
+        of_type(lines, "task")
+            .iter()
+            .any(|t| t["name"] == "MatMulV2_1002" && t["api_fn"] == "rtKernelLaunchWithHandleV2"),
+        "no MatMulV2_1002 task"
+    );
     let copy = lines
         .iter()
         .find(|l| l["fn"] == "aclrtMemcpyAsync")

@@ -6,6 +6,7 @@
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
 mod context;
+mod elf;
 mod event;
 mod hal;
 mod handles;
@@ -680,7 +681,7 @@ pub unsafe extern "C" fn rtDevBinaryRegister(
                 if hdl.is_null() {
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
-                let h = kernel::load_binary(b.magic, b.data, b.length)?;
+                let h = kernel::load_binary(b.magic, b.data, b.length, false)?;
                 // SAFETY: `hdl` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(hdl, h) }
             })())
@@ -711,7 +712,7 @@ pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *
                 if binHandle.is_null() {
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
-                let h = kernel::load_binary(b.magic, b.data, b.length)?;
+                let h = kernel::load_binary(b.magic, b.data, b.length, false)?;
                 // SAFETY: `binHandle` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(binHandle, h) }
             })())
@@ -728,6 +729,52 @@ pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *
     )
 }
 
+/// `rtError_t rtRegisterAllKernel(const rtDevBinary_t *bin, void **hdl)` (RT
+/// `pkg_inc/runtime/rt_external_kernel.h`): registers every kernel symbol of an ELF blob (RT
+/// `ElfProgram::BuildNewKernel`), each with the tiling key its name's trailing `_<digits>`
+/// carries; launch one with rtKernelLaunchWithHandleV2(hdl, tilingKey, ...). A blob without
+/// kernel symbols: ACL_ERROR_RT_PARAM_INVALID.
+// SAFETY: the C caller's contract: `bin`, `hdl` are null or valid for what the prototype says
+// they point to.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtRegisterAllKernel(
+    bin: *const RtDevBinary,
+    hdl: *mut *mut c_void,
+) -> i32 {
+    api(
+        LIB,
+        "rtRegisterAllKernel",
+        || {
+            rc((|| {
+                // SAFETY: NULL or a valid rtDevBinary_t.
+                let b = unsafe { bin.as_ref() }.ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
+                if hdl.is_null() {
+                    return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+                }
+                let h = kernel::load_binary(b.magic, b.data, b.length, true)?;
+                // SAFETY: `hdl` is the caller's out-parameter; `put` rejects NULL before writing.
+                unsafe { put(hdl, h) }
+            })())
+        },
+        |a| {
+            a.u64("bin", bin as u64).u64("hdl", hdl as u64);
+            // SAFETY: as above.
+            if let Some(b) = unsafe { bin.as_ref() } {
+                a.u64("magic", b.magic.into()).u64("length", b.length);
+            }
+            // SAFETY: `hdl` is null or the caller's out-parameter, readable once the call returned.
+            let h = unsafe { out_ptr(hdl) };
+            a.u64("out_handle", h);
+            if h != 0 {
+                a.u64(
+                    "kernel_count",
+                    kernel::kernel_count(h as *mut c_void) as u64,
+                );
+            }
+        },
+    )
+}
+
 // SAFETY: the C caller's contract: `binHandle`, `stubFunc`, `kernelInfoExt` are null or valid for
 // what the prototype says it points to; `stubName` is null or NUL-terminated.
 #[unsafe(no_mangle)]
@@ -738,13 +785,22 @@ pub unsafe extern "C" fn rtFunctionRegister(
     kernelInfoExt: *const c_void,
     funcMode: u32,
 ) -> i32 {
+    let registered = std::cell::Cell::new(None::<&'static Func>);
     api(
         LIB,
         "rtFunctionRegister",
         || {
-            // SAFETY: `stubName` is null (rejected by `c_str`) or a NUL-terminated string.
-            rc(unsafe { c_str(stubName) }
-                .and_then(|name| kernel::register_stub(binHandle, stubFunc, &name)))
+            rc((|| {
+                // SAFETY: `stubName` is null (rejected by `c_str`) or a NUL-terminated string.
+                let stub_name = unsafe { c_str(stubName) }?;
+                // The kernel's name is kernelInfoExt, the device function name (RT
+                // Runtime::KernelRegister), a C string when not NULL.
+                // SAFETY: NULL or a NUL-terminated string, per the runtime's contract.
+                let ext = unsafe { c_str(kernelInfoExt.cast()) }.ok();
+                let f = kernel::register_stub(binHandle, stubFunc, ext.as_deref(), &stub_name)?;
+                registered.set(Some(f));
+                Ok(())
+            })())
         },
         |a| {
             a.u64("binHandle", binHandle as u64)
@@ -753,6 +809,10 @@ pub unsafe extern "C" fn rtFunctionRegister(
             unsafe { a.cstr("stubName", stubName) };
             a.u64("kernelInfoExt", kernelInfoExt as u64)
                 .u64("funcMode", funcMode.into());
+            if let Some(f) = registered.get() {
+                // SAFETY: Func names are valid C strings.
+                unsafe { a.cstr("kernel_name", f.name.ptr) };
+            }
         },
     )
 }
