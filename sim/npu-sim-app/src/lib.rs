@@ -201,6 +201,10 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
             "aclrtBinaryLoadFromData",
             "aclrtBinaryGetFunction",
             "aclrtLaunchKernel",
+            "aclmdlLoadFromMem",
+            "aclmdlExecute",
+            "aclmdlExecuteAsync",
+            "aclmdlUnload",
         ],
     ),
     (
@@ -237,6 +241,13 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
             "rtLaunchKernelByFuncHandleV3",
             "rtCpuKernelLaunch",
             "rtGetTaskIdAndStreamID",
+            "rtModelCreate",
+            "rtModelGetId",
+            "rtModelBindStream",
+            "rtModelUnbindStream",
+            "rtModelLoadComplete",
+            "rtModelExecute",
+            "rtModelDestroy",
         ],
     ),
     (
@@ -282,6 +293,7 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
             "halResourceIdFree",
             "halSqCqAllocate",
             "halSqCqFree",
+            "halStreamTaskFill",
             "drvMemcpy",
             "drvMemsetD8",
         ],
@@ -376,6 +388,27 @@ pub fn check_consistency(lines: &[Value]) {
             "{t} submitted outside {api}"
         );
         assert!(u(t, "start_ns") >= enter, "{t} started before {api}");
+        if t["model_id"].is_u64() && t["kind"] != "MODEL" {
+            // A graph task: filled into the driver in bulk at load time, run inside the
+            // model-execute task its API call sent.
+            let exec = of_type(lines, "task").into_iter().find(|m| {
+                m["kind"] == "MODEL"
+                    && m["api_fn"] == t["api_fn"]
+                    && m["api_enter_ns"] == t["api_enter_ns"]
+            });
+            let exec = exec.unwrap_or_else(|| panic!("no model-execute task for {t}"));
+            assert!(
+                u(exec, "start_ns") <= u(t, "start_ns") && u(t, "end_ns") <= u(exec, "end_ns"),
+                "{t} outside {exec}"
+            );
+            assert!(
+                lines.iter().any(|a| a["fn"] == "halStreamTaskFill"
+                    && a["args"]["stream_id"] == t["stream"]
+                    && u(a, "exit_ns") <= u(exec, "submit_ns")),
+                "{t} was never filled"
+            );
+            continue;
+        }
         // The SQ and the header's task id name the task on both chips (950 headers carry no
         // stream id).
         let send = calls.iter().any(|a| {

@@ -107,7 +107,7 @@ fn every_export_is_a_dynamic_symbol() {
 #[test]
 fn workloads_reach_every_export_with_consistent_truth() {
     let dir = scratch_dir("all");
-    let runs: [&[&str]; 6] = [
+    let runs: [&[&str]; 7] = [
         &["npu-sim-app", "train", "--steps", "2"],
         &[
             "npu-sim-app",
@@ -119,6 +119,7 @@ fn workloads_reach_every_export_with_consistent_truth() {
         ],
         &["npu-sim-app", "alloc", "--iters", "40"],
         &["npu-sim-app", "faults"],
+        &["npu-sim-app", "graph", "--steps", "1"],
         &["npu-sim-app-dlopen", "train", "--steps", "1"],
         &[
             "npu-sim-run",
@@ -135,7 +136,7 @@ fn workloads_reach_every_export_with_consistent_truth() {
         run_ok(sim_command(args[0], &dir).args(&args[1..]));
     }
     let truth = read_truth(&dir);
-    assert_eq!(truth.len(), 7);
+    assert_eq!(truth.len(), 8);
     let mut called = BTreeSet::new();
     for lines in truth.values() {
         check_consistency(lines);

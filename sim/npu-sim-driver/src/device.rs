@@ -61,6 +61,8 @@ struct State {
     cqs: HashMap<u32, VecDeque<Cqe>>,
     /// Stream id -> the logic CQ its CQEs go to.
     stream_cq: HashMap<u16, u32>,
+    /// Model stream id -> (its SQ, the SQEs `halStreamTaskFill` loaded).
+    filled: HashMap<u16, (u32, Arc<Vec<Sqe>>)>,
     /// Event id -> latest record generation that completed.
     events: HashMap<u32, u64>,
     parked: Vec<Parked>,
@@ -133,11 +135,65 @@ impl Device {
         );
     }
 
+    /// `halStreamTaskFill`: `sqes` are the tasks of model stream `stream`, run by each
+    /// model-execute task naming it. False if this process has no SQ for the stream.
+    pub(crate) fn fill(&self, stream: u16, sqes: Vec<Sqe>) -> bool {
+        let mut st = self.lock();
+        let Some((&sq, _)) = st.sqs.iter().find(|(_, q)| q.stream == stream) else {
+            return false;
+        };
+        st.filled.insert(stream, (sq, Arc::new(sqes)));
+        true
+    }
+
+    /// Runs a model-execute task: the filled tasks of its model stream, in order, each timed
+    /// and reported like any task (begin/end records, a truth line attributed to the execute
+    /// task's API call and the model); the execute task ends after the last, or with the
+    /// first failure.
+    fn run_model(&self, task: &Task) -> Outcome {
+        let stream = task.sqe.u32_at(pl::MODEL_STREAM) as u16;
+        let model = task.sqe.u16_at(pl::MODEL_ID);
+        let start_ns = emit::stamp(self.id, self.cfg, task, STARS_FUNC_TYPE_BEGIN);
+        let filled = self.lock().filled.get(&stream).cloned();
+        let mut status = match filled {
+            Some(_) => 0,
+            None => abi::ACL_ERROR_RT_INTERNAL_ERROR as u32,
+        };
+        if let Some((sq, sqes)) = filled {
+            for (pos, sqe) in sqes.iter().enumerate() {
+                let (s, task_id, sync_flag) = header_ids(self.cfg.chip, sqe, stream);
+                let t = Task {
+                    sqe: *sqe,
+                    stream: s,
+                    task_id,
+                    sync_flag,
+                    model: Some(model),
+                    sq_id: sq,
+                    pos: pos as u32,
+                    submit_ns: task.submit_ns,
+                    tid: task.tid,
+                    api: task.api.clone(),
+                };
+                let out = exec::run(self.id, self.cfg, &t);
+                truth::task_line(self.id, self.cfg, &t, &out, false);
+                if out.status != 0 {
+                    status = out.status;
+                    break;
+                }
+            }
+        }
+        exec::finish(self.id, self.cfg, task, start_ns, monotonic_ns(), status)
+    }
+
     /// Removes SQ `sq_id` (`halSqCqFree`); false if unknown.
     pub(crate) fn remove_sq(&self, sq_id: u32) -> bool {
         let mut st = self.lock();
         st.ready.retain(|&s| s != sq_id);
-        st.sqs.remove(&sq_id).is_some()
+        let removed = st.sqs.remove(&sq_id);
+        if let Some(q) = &removed {
+            st.filled.remove(&q.stream);
+        }
+        removed.is_some()
     }
 
     /// Logic CQ `cq_id` receives the CQEs of stream `stream`.
@@ -314,7 +370,11 @@ impl Device {
                 }
                 task
             };
-            let outcome = exec::run(self.id, self.cfg, &task);
+            let outcome = if task.sqe.kind() == abi::kind::MODEL {
+                self.run_model(&task)
+            } else {
+                exec::run(self.id, self.cfg, &task)
+            };
             self.complete(task, outcome);
         }
     }

@@ -589,3 +589,57 @@ pub unsafe extern "C" fn halSqCqFree(devId: u32, info: *mut HalSqCqFreeInfo) -> 
         },
     )
 }
+
+/// `drvError_t halStreamTaskFill(uint32_t dev_id, uint32_t stream_id, void *stream_mem, void
+/// *task_info, uint32_t task_cnt)` (DRV pkg_inc/ascend_hal_base.h): loads `task_cnt` 64-byte
+/// SQEs at `task_info` as the tasks of model stream `stream_id` in one call (RT
+/// `Model::SendSqe`); a model-execute task naming the stream runs them. `stream_mem` (the SQ
+/// memory) is not needed by the simulated device.
+// SAFETY: the C caller's contract: `task_info` is null or holds `task_cnt` SQEs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn halStreamTaskFill(
+    dev_id: u32,
+    stream_id: u32,
+    stream_mem: *mut std::ffi::c_void,
+    task_info: *mut std::ffi::c_void,
+    task_cnt: u32,
+) -> i32 {
+    api(
+        LIB,
+        "halStreamTaskFill",
+        || {
+            if task_info.is_null() || task_cnt == 0 {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            }
+            let (Some(dev), Ok(stream)) = (device::get(dev_id), u16::try_from(stream_id)) else {
+                return abi::DRV_ERROR_INVALID_VALUE;
+            };
+            let sqes: Vec<Sqe> = (0..task_cnt as usize)
+                .map(|i| {
+                    let mut s = Sqe::default();
+                    // SAFETY: the caller provides task_cnt SQEs of 64 bytes at task_info.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            task_info.cast::<u8>().add(i * SQE_SIZE),
+                            s.0.as_mut_ptr(),
+                            SQE_SIZE,
+                        )
+                    };
+                    s
+                })
+                .collect();
+            if dev.fill(stream, sqes) {
+                abi::DRV_ERROR_NONE
+            } else {
+                abi::DRV_ERROR_INVALID_VALUE
+            }
+        },
+        |a| {
+            a.u64("dev_id", dev_id.into())
+                .u64("stream_id", stream_id.into())
+                .u64("stream_mem", stream_mem as u64);
+            a.u64("task_info", task_info as u64)
+                .u64("task_cnt", task_cnt.into());
+        },
+    )
+}

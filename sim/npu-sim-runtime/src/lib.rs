@@ -12,6 +12,7 @@ mod hal;
 mod handles;
 mod kernel;
 mod memory;
+mod model;
 mod stream;
 
 use std::ffi::{CStr, c_char, c_void};
@@ -1030,6 +1031,150 @@ pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut
                         .u64("out_stream_id", (*streamId).into())
                 };
             }
+        },
+    )
+}
+
+// ---------------------------------------------------------------- models (graphs)
+
+/// `rtError_t rtModelCreate(rtModel_t *mdl, uint32_t flag)` (RT pkg_inc/runtime/runtime/
+/// rt_model.h): a model with a driver model id.
+// SAFETY: the C caller's contract: `mdl` is null or a writable rtModel_t.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelCreate(mdl: *mut *mut c_void, flag: u32) -> i32 {
+    api(
+        LIB,
+        "rtModelCreate",
+        || {
+            rc((|| {
+                if mdl.is_null() {
+                    return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+                }
+                let h = model::create(context::current_device()?)?;
+                // SAFETY: `mdl` is the caller's out-parameter; `put` rejects NULL before writing.
+                unsafe { put(mdl, h) }
+            })())
+        },
+        |a| {
+            a.u64("mdl", mdl as u64).u64("flag", flag.into());
+            // SAFETY: `mdl` is null or the caller's out-parameter, readable once the call returned.
+            a.u64("out_model", unsafe { out_ptr(mdl) });
+        },
+    )
+}
+
+/// `rtError_t rtModelGetId(rtModel_t mdl, uint32_t *modelId)`.
+// SAFETY: the C caller's contract: `mdl` is an opaque handle; `modelId` null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelGetId(mdl: *mut c_void, modelId: *mut u32) -> i32 {
+    api(
+        LIB,
+        "rtModelGetId",
+        // SAFETY: `modelId` is the caller's out-parameter; `put` rejects NULL before writing.
+        || rc(model::get(mdl).and_then(|m| unsafe { put(modelId, m.id) })),
+        |a| {
+            a.u64("mdl", mdl as u64).u64("modelId", modelId as u64);
+            if !modelId.is_null() {
+                // SAFETY: non-null out-parameter.
+                a.u64("out_model_id", unsafe { *modelId }.into());
+            }
+        },
+    )
+}
+
+/// `rtError_t rtModelBindStream(rtModel_t mdl, rtStream_t stm, uint32_t flag)`: tasks launched
+/// on `stm` are captured for the model until it is loaded.
+// SAFETY: the C caller's contract: `mdl` and `stm` are opaque handles, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelBindStream(mdl: *mut c_void, stm: Stm, flag: u32) -> i32 {
+    api(
+        LIB,
+        "rtModelBindStream",
+        || rc(model::get(mdl).and_then(|m| model::bind(&m, handles::stream(stm)?))),
+        |a| {
+            a.u64("mdl", mdl as u64)
+                .u64("stm", stm as u64)
+                .u64("flag", flag.into());
+        },
+    )
+}
+
+/// `rtError_t rtModelUnbindStream(rtModel_t mdl, rtStream_t stm)`.
+// SAFETY: the C caller's contract: `mdl` and `stm` are opaque handles, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelUnbindStream(mdl: *mut c_void, stm: Stm) -> i32 {
+    api(
+        LIB,
+        "rtModelUnbindStream",
+        || rc(model::get(mdl).and_then(|m| model::unbind(&m, &handles::stream(stm)?))),
+        |a| {
+            a.u64("mdl", mdl as u64).u64("stm", stm as u64);
+        },
+    )
+}
+
+/// `rtError_t rtModelLoadComplete(rtModel_t mdl)`: the captured tasks go to the driver in bulk
+/// (`halStreamTaskFill`, RT `Model::SendSqe`).
+// SAFETY: the C caller's contract: `mdl` is an opaque handle, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelLoadComplete(mdl: *mut c_void) -> i32 {
+    api(
+        LIB,
+        "rtModelLoadComplete",
+        || rc(model::get(mdl).and_then(|m| model::load_complete(&m))),
+        |a| {
+            a.u64("mdl", mdl as u64);
+        },
+    )
+}
+
+/// `rtError_t rtModelExecute(rtModel_t mdl, rtStream_t stm, uint32_t flag)`: one
+/// model-execute task on `stm` (COND SQE, `CONDS_SUB_TYPE_MODEL_EXEC`, the model id at 12); the
+/// device runs the model's filled tasks inside it.
+// SAFETY: the C caller's contract: `mdl` and `stm` are opaque handles, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelExecute(mdl: *mut c_void, stm: Stm, flag: u32) -> i32 {
+    api(
+        LIB,
+        "rtModelExecute",
+        || {
+            rc((|| {
+                let m = model::get(mdl)?;
+                let exec_on = model::exec_stream(&m)?;
+                let s = handles::stream(stm)?;
+                let ty = match chip() {
+                    abi::Chip::Ascend910B => abi::v100::COND,
+                    abi::Chip::Ascend950 => abi::v200::COND,
+                };
+                let mut sqe = Sqe::new(ty, kind::MODEL, 0);
+                sqe.0[pl::COND_SUB_TYPE] = abi::CONDS_SUB_TYPE_MODEL_EXEC;
+                sqe.set_u16(pl::MODEL_ID, m.id as u16)
+                    .set_u32(pl::MODEL_STREAM, u32::from(exec_on.id))
+                    .set_u32(annot::AUX, m.id);
+                s.submit(&mut sqe, Submit::default()).map(drop)
+            })())
+        },
+        |a| {
+            a.u64("mdl", mdl as u64)
+                .u64("stm", stm as u64)
+                .u64("flag", flag.into());
+            if let Ok(m) = model::get(mdl) {
+                a.u64("model_id", m.id.into());
+            }
+        },
+    )
+}
+
+/// `rtError_t rtModelDestroy(rtModel_t mdl)`.
+// SAFETY: the C caller's contract: `mdl` is an opaque handle, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelDestroy(mdl: *mut c_void) -> i32 {
+    api(
+        LIB,
+        "rtModelDestroy",
+        || rc(model::destroy(mdl)),
+        |a| {
+            a.u64("mdl", mdl as u64);
         },
     )
 }

@@ -53,6 +53,8 @@ struct State {
     inflight: VecDeque<Inflight>,
     /// First error reported since the last synchronize.
     sticky_error: i32,
+    /// Bound to a model: (model id, the SQEs captured so far) instead of sending them.
+    capture: Option<(u32, Vec<Sqe>)>,
 }
 
 pub(crate) struct Stream {
@@ -144,6 +146,7 @@ impl Stream {
                 completed: 0,
                 inflight: VecDeque::new(),
                 sticky_error: 0,
+                capture: None,
             }),
             sync: Mutex::new(()),
         })
@@ -161,7 +164,7 @@ impl Stream {
     /// calling thread. Returns the task's sequence number on this stream and its task id.
     pub(crate) fn submit(&self, sqe: &mut Sqe, opts: Submit) -> Result<(u64, u32), i32> {
         let r = self.send(sqe, opts)?;
-        if r.0 % RECYCLE_INTERVAL == 0 {
+        if r.0 != 0 && r.0 % RECYCLE_INTERVAL == 0 {
             self.reclaim();
         }
         Ok(r)
@@ -176,7 +179,7 @@ impl Stream {
             Chip::Ascend910B => (u32::from(st.flip) << 16) | u32::from(task_id),
             Chip::Ascend950 => hw_task,
         };
-        if task_id == MAX_TASK_ID && chip == Chip::Ascend910B {
+        if task_id == MAX_TASK_ID && chip == Chip::Ascend910B && st.capture.is_none() {
             // RT UpdateFlipNum: the task with the largest id bumps the stream's flip count;
             // with task-track profiling on, AllocAndSendFlipTask then tells the device.
             st.flip = st.flip.wrapping_add(1);
@@ -212,6 +215,13 @@ impl Stream {
         sqe.set_header_ids(chip, field, hw_task);
         sqe.set_wr_cqe(chip, opts.concern);
         sqe.set_u16(annot::FLIP, st.flip);
+        if let Some((_, captured)) = &mut st.capture {
+            // A model stream: the SQE goes to the model's buffer, not to the device (RT
+            // AllocTaskAndSendStars with IsSoftwareSqEnable: memcpy into GetSqeBuffer()).
+            captured.push(*sqe);
+            st.last_task_id = task_id;
+            return Ok((0, hw_task));
+        }
         let mut info = HalTaskSendInfo {
             type_: abi::DRV_NORMAL_TYPE,
             ts_id: 0,
@@ -240,6 +250,30 @@ impl Stream {
             _keep: opts.keep,
         });
         Ok((seq, hw_task))
+    }
+
+    /// Binds the stream to model `model_id`: tasks are captured from now on. False if it is
+    /// bound already or has tasks in flight.
+    pub(crate) fn bind_model(&self, model_id: u32) -> bool {
+        let mut st = self.lock();
+        if st.capture.is_some() || !st.inflight.is_empty() {
+            return false;
+        }
+        st.capture = Some((model_id, Vec::new()));
+        true
+    }
+
+    pub(crate) fn unbind_model(&self) {
+        self.lock().capture = None;
+    }
+
+    /// The SQEs captured for the model so far.
+    pub(crate) fn captured(&self) -> Vec<Sqe> {
+        self.lock()
+            .capture
+            .as_ref()
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
     }
 
     /// Reclaims what the device finished (RT `TaskReclaimByStm`).
