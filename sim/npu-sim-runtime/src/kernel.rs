@@ -1,11 +1,11 @@
 //! Device binaries and the kernels in them. Any blob is accepted; kernel names come from
-//! rtFunctionRegister (stub path), rtBinaryGetFunctionByName (handle path) or the AI CPU
-//! launch itself. Functions are immortal, so the name pointers put in SQEs stay valid.
+//! rtFunctionRegister's `kernelInfoExt` (stub path), rtBinaryGetFunctionByName (handle path),
+//! the ELF symbols of rtRegisterAllKernel, or the AI CPU launch itself. Functions are immortal, so the name pointers put in SQEs stay valid.
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use npu_sim_common::abi::{self, sqe_type};
+use npu_sim_common::abi::{self, engine};
 
 /// A kernel, laid out as the real runtime's `class Kernel` begins (hicann/runtime
 /// `src/runtime/core/inc/kernel/kernel.hpp`, no vtable): `program_` @0, `aicpuKernelType_`
@@ -18,8 +18,8 @@ pub(crate) struct Func {
     kernel_attr_type: u32,
     stub_fun: u64,
     pub name: StdString,
-    /// What the SQE says the kernel runs on (AI Core, AI CPU, AI Vector).
-    pub sqe_type: u8,
+    /// What the kernel runs on (`engine::*`: AI Core, AI Vector, AI CPU).
+    pub engine: u32,
     /// The device "pc" reported in the SQE: the stub address, or the kernel itself.
     pub pc: u64,
 }
@@ -61,8 +61,13 @@ unsafe impl Sync for Func {}
 
 struct Binary {
     magic: u32,
-    /// Functions in registration order; a tiling key indexes this list.
+    /// Functions in registration order; a tiling key indexes this list (binaries of
+    /// rtDevBinaryRegister / rtBinaryLoad).
     funcs: Vec<&'static Func>,
+    /// The kernel symbols of the blob, if it is an ELF with any.
+    symbols: Vec<String>,
+    /// rtRegisterAllKernel: one kernel per symbol, found by its tiling key.
+    by_key: Option<HashMap<u64, &'static Func>>,
 }
 
 #[derive(Default)]
@@ -73,7 +78,7 @@ struct Registry {
     /// rtFuncHandle values handed out.
     handles: HashMap<usize, &'static Func>,
     /// Kernels named only at launch: AI CPU kernels, unknown tiling keys.
-    by_name: HashMap<(u8, String), &'static Func>,
+    by_name: HashMap<(u32, String), &'static Func>,
 }
 
 fn registry() -> MutexGuard<'static, Registry> {
@@ -81,7 +86,7 @@ fn registry() -> MutexGuard<'static, Registry> {
     R.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn new_func(name: &str, sqe_type: u8, pc: u64) -> &'static Func {
+fn new_func(name: &str, engine: u32, pc: u64) -> &'static Func {
     let name = CString::new(name.replace('\0', "")).unwrap_or_default();
     let len = name.as_bytes().len();
     let f: &'static mut Func = Box::leak(Box::new(Func {
@@ -94,7 +99,7 @@ fn new_func(name: &str, sqe_type: u8, pc: u64) -> &'static Func {
             len,
             local: [0; 16],
         },
-        sqe_type,
+        engine,
         pc,
     }));
     if f.pc == 0 {
@@ -113,25 +118,44 @@ const KNOWN_MAGICS: [u32; 7] = [
     abi::RT_DEV_BINARY_MAGIC_ELF_AICUBE,
 ];
 
-fn engine_of(magic: u32) -> u8 {
+fn engine_of(magic: u32) -> u32 {
     match magic {
-        abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU | abi::RT_DEV_BINARY_MAGIC_ELF_AICPU => {
-            sqe_type::AICPU
-        }
-        abi::RT_DEV_BINARY_MAGIC_PLAIN_AIVEC | abi::RT_DEV_BINARY_MAGIC_ELF_AIVEC => sqe_type::AIV,
-        _ => sqe_type::AICORE,
+        abi::RT_DEV_BINARY_MAGIC_PLAIN_AICPU | abi::RT_DEV_BINARY_MAGIC_ELF_AICPU => engine::AICPU,
+        abi::RT_DEV_BINARY_MAGIC_PLAIN_AIVEC | abi::RT_DEV_BINARY_MAGIC_ELF_AIVEC => engine::AIV,
+        _ => engine::AIC,
     }
 }
 
-/// Registers a device binary (its contents are not interpreted); returns its handle.
+/// Registers a device binary; returns its handle. Its kernel symbols are read if it is an ELF;
+/// otherwise any content is accepted. With `all_kernels` (rtRegisterAllKernel) every symbol
+/// becomes a kernel, keyed by the tiling key its name carries.
 pub(crate) fn load_binary(
     magic: u32,
     data: *const c_void,
     length: u64,
+    all_kernels: bool,
 ) -> Result<*mut c_void, i32> {
     if data.is_null() || length == 0 || !KNOWN_MAGICS.contains(&magic) {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
+    let len = usize::try_from(length).map_err(|_| abi::ACL_ERROR_RT_PARAM_INVALID)?;
+    // SAFETY: the caller's rtDevBinary_t says `data` holds `length` readable bytes.
+    let blob = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+    let symbols = crate::elf::kernel_symbols(blob);
+    let by_key = if all_kernels {
+        if symbols.is_empty() {
+            return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+        }
+        let eng = engine_of(magic);
+        Some(
+            symbols
+                .iter()
+                .map(|n| (crate::elf::tiling_key(n), new_func(n, eng, 0)))
+                .collect(),
+        )
+    } else {
+        None
+    };
     // The handle is a distinct heap address; the registry owns what it stands for.
     let handle = Box::leak(Box::new(0u8)) as *mut u8 as usize;
     registry().binaries.insert(
@@ -139,14 +163,33 @@ pub(crate) fn load_binary(
         Binary {
             magic,
             funcs: Vec::new(),
+            symbols,
+            by_key,
         },
     );
     Ok(handle as *mut c_void)
 }
 
-/// rtFunctionRegister: `stub` (a host symbol of the application) now launches kernel `name`.
-pub(crate) fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -> Result<(), i32> {
-    if stub.is_null() || name.is_empty() {
+/// How many kernels rtRegisterAllKernel registered for `bin`.
+pub(crate) fn kernel_count(bin: *mut c_void) -> usize {
+    registry()
+        .binaries
+        .get(&(bin as usize))
+        .and_then(|b| b.by_key.as_ref())
+        .map_or(0, HashMap::len)
+}
+
+/// rtFunctionRegister: `stub` (a host symbol of the application) now launches the kernel named
+/// `name` (the device function name, `kernelInfoExt`: RT `Runtime::KernelRegister`); without
+/// one, the binary's first kernel symbol (RT: "historical" case), or else `stub_name`. Returns
+/// the kernel's name.
+pub(crate) fn register_stub(
+    bin: *mut c_void,
+    stub: *const c_void,
+    name: Option<&str>,
+    stub_name: &str,
+) -> Result<&'static Func, i32> {
+    if stub.is_null() {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
     let mut r = registry();
@@ -154,10 +197,21 @@ pub(crate) fn register_stub(bin: *mut c_void, stub: *const c_void, name: &str) -
         .binaries
         .get_mut(&(bin as usize))
         .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
-    let f = new_func(name, engine_of(b.magic), stub as u64);
+    let name = match name.filter(|n| !n.is_empty()) {
+        Some(n) => n.to_string(),
+        None => b
+            .symbols
+            .first()
+            .cloned()
+            .unwrap_or_else(|| stub_name.to_string()),
+    };
+    if name.is_empty() {
+        return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+    }
+    let f = new_func(&name, engine_of(b.magic), stub as u64);
     b.funcs.push(f);
     r.stubs.insert(stub as usize, f);
-    Ok(())
+    Ok(f)
 }
 
 pub(crate) fn by_stub(stub: *const c_void) -> Result<&'static Func, i32> {
@@ -216,14 +270,22 @@ pub(crate) fn by_handle(h: *mut c_void) -> Result<&'static Func, i32> {
         .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
 }
 
-/// rtKernelLaunchWithHandle*: tiling key `k` selects the k-th function registered on `bin`;
-/// a key past the end launches a kernel named `tiling_key_<k>`.
+/// rtKernelLaunchWithHandle*: on a binary of rtRegisterAllKernel, the kernel whose name ends in
+/// `_<k>` (no such kernel: ACL_ERROR_RT_INVALID_HANDLE); otherwise tiling key `k` selects the
+/// k-th function registered on `bin`, and a key past the end launches a kernel named
+/// `tiling_key_<k>`.
 pub(crate) fn by_tiling_key(bin: *mut c_void, key: u64) -> Result<&'static Func, i32> {
     let mut r = registry();
     let b = r
         .binaries
         .get(&(bin as usize))
         .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    if let Some(keys) = &b.by_key {
+        return keys
+            .get(&key)
+            .copied()
+            .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE);
+    }
     if let Some(f) = usize::try_from(key).ok().and_then(|k| b.funcs.get(k)) {
         return Ok(f);
     }
@@ -240,7 +302,7 @@ pub(crate) fn aicpu(name: &str) -> &'static Func {
     let mut r = registry();
     let f: &&'static Func = r
         .by_name
-        .entry((sqe_type::AICPU, name.to_string()))
-        .or_insert_with(|| new_func(name, sqe_type::AICPU, 0));
+        .entry((engine::AICPU, name.to_string()))
+        .or_insert_with(|| new_func(name, engine::AICPU, 0));
     f
 }
