@@ -63,6 +63,8 @@ struct Binary {
     magic: u32,
     /// Functions in registration order; a tiling key indexes this list.
     funcs: Vec<&'static Func>,
+    /// Function symbols of an ELF binary named `<kernel>_<entry>`: (entry, name).
+    entries: Vec<(u64, String)>,
 }
 
 #[derive(Default)]
@@ -132,6 +134,7 @@ pub(crate) fn load_binary(
     if data.is_null() || length == 0 || !KNOWN_MAGICS.contains(&magic) {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
+    let entries = crate::rts::elf_entries(data, length);
     // The handle is a distinct heap address; the registry owns what it stands for.
     let handle = Box::leak(Box::new(0u8)) as *mut u8 as usize;
     registry().binaries.insert(
@@ -139,6 +142,7 @@ pub(crate) fn load_binary(
         Binary {
             magic,
             funcs: Vec::new(),
+            entries,
         },
     );
     Ok(handle as *mut c_void)
@@ -216,9 +220,27 @@ pub(crate) fn by_handle(h: *mut c_void) -> Result<&'static Func, i32> {
         .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)
 }
 
-/// rtKernelLaunchWithHandle*: tiling key `k` selects the k-th function registered on `bin`;
-/// a key past the end launches a kernel named `tiling_key_<k>`.
+/// The name of the kernel whose function entry is `key` in binary `bin`, if its ELF has one.
+pub(crate) fn entry_name(bin: *mut c_void, key: u64) -> Result<Option<String>, i32> {
+    let r = registry();
+    let b = r
+        .binaries
+        .get(&(bin as usize))
+        .ok_or(abi::ACL_ERROR_RT_INVALID_HANDLE)?;
+    Ok(b.entries
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, n)| n.clone()))
+}
+
+/// rtKernelLaunchWithHandle*: tiling key `k` selects the kernel whose function entry is `k` in
+/// an ELF binary, else the k-th function registered on `bin`; a key past the end launches a
+/// kernel named `tiling_key_<k>`.
 pub(crate) fn by_tiling_key(bin: *mut c_void, key: u64) -> Result<&'static Func, i32> {
+    if let Some(name) = entry_name(bin, key)? {
+        let h = function_by_name(bin, &name)?;
+        return by_handle(h);
+    }
     let mut r = registry();
     let b = r
         .binaries

@@ -4,11 +4,13 @@
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
 mod context;
+mod elf;
 mod event;
 mod hal;
 mod handles;
 mod kernel;
 mod memory;
+pub mod rts;
 mod stream;
 
 use std::ffi::{CStr, c_char, c_void};

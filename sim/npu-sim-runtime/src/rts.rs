@@ -1,0 +1,219 @@
+//! Kernel functions of the runtime that operator libraries use: the `rts*` kernel API
+//! (hicann/runtime `pkg_inc/runtime/runtime/rts/rts_kernel.h`), which AscendCL's
+//! `aclrtBinaryGetFunctionByEntry` and `aclrtLaunchKernelWithHostArgs` forward to
+//! (`src/acl/aclrt_impl/kernel.cpp`), `rtRegisterAllKernel` (registers every function symbol of an
+//! ELF binary) and `rtAicpuKernelLaunchExWithArgs` (`pkg_inc/runtime/rt_external_kernel.h`), the
+//! AI CPU launch nnopbase uses (`src/nnopbase/aicpu/task_handler/aicpu_task.cpp`).
+use std::ffi::{c_char, c_void};
+
+use npu_sim_common::abi::{self, RtDevBinary};
+use npu_sim_common::trace::{api, out_ptr};
+
+use crate::{LIB, Stm, c_str, elf, handles, kernel, kernel_name, launch, put, rc};
+
+/// `rtAicpuArgsEx_t`: what the simulator reads of it (`args` @0, `argsSize` @24).
+#[repr(C)]
+pub struct RtAicpuArgsEx {
+    args: *mut c_void,
+    host_input_info_ptr: *mut c_void,
+    kernel_offset_info_ptr: *mut c_void,
+    args_size: u32,
+    host_input_info_num: u16,
+    kernel_offset_info_num: u16,
+    so_name_addr_offset: u16,
+    kernel_name_addr_offset: u16,
+    is_no_need_h2d_copy: bool,
+    reserved: [u8; 3],
+}
+
+/// The (entry, name) pairs of the function symbols named `<kernel>_<entry>` in an ELF blob.
+pub(crate) fn elf_entries(data: *const c_void, length: u64) -> Vec<(u64, String)> {
+    let Ok(len) = usize::try_from(length) else {
+        return Vec::new();
+    };
+    if data.is_null() || len < 4 {
+        return Vec::new();
+    }
+    // SAFETY: the loaders' contract: `data` holds `length` readable bytes (the runtime copies
+    // the whole binary to the device, so it reads them all as well).
+    let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+    elf::function_symbols(bytes)
+        .into_iter()
+        .filter_map(|n| elf::entry_of(&n).map(|e| (e, n)))
+        .collect()
+}
+
+// SAFETY: the C caller's contract: `bin`, `hdl` are null or valid for what the prototype says they
+// point to.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtRegisterAllKernel(
+    bin: *const RtDevBinary,
+    hdl: *mut *mut c_void,
+) -> i32 {
+    api(
+        LIB,
+        "rtRegisterAllKernel",
+        || {
+            rc((|| {
+                // SAFETY: NULL or a valid rtDevBinary_t.
+                let b = unsafe { bin.as_ref() }.ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
+                if hdl.is_null() {
+                    return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+                }
+                let h = kernel::load_binary(b.magic, b.data, b.length)?;
+                // SAFETY: `hdl` is the caller's out-parameter; `put` rejects NULL before writing.
+                unsafe { put(hdl, h) }
+            })())
+        },
+        |a| {
+            a.u64("bin", bin as u64).u64("hdl", hdl as u64);
+            // SAFETY: as above.
+            if let Some(b) = unsafe { bin.as_ref() } {
+                a.u64("magic", b.magic.into()).u64("length", b.length);
+            }
+            // SAFETY: `hdl` is null or the caller's out-parameter, readable once the call returned.
+            a.u64("out_handle", unsafe { out_ptr(hdl) });
+        },
+    )
+}
+
+// SAFETY: the C caller's contract: `funcHandle` is null or valid for what the prototype says it
+// points to; `binHandle` is an opaque handle, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtsFuncGetByEntry(
+    binHandle: *mut c_void,
+    funcEntry: u64,
+    funcHandle: *mut *mut c_void,
+) -> i32 {
+    api(
+        LIB,
+        "rtsFuncGetByEntry",
+        || {
+            rc((|| {
+                if funcHandle.is_null() {
+                    return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+                }
+                let name = kernel::entry_name(binHandle, funcEntry)?
+                    .ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
+                let h = kernel::function_by_name(binHandle, &name)?;
+                // SAFETY: `funcHandle` is the caller's out-parameter; `put` rejects NULL.
+                unsafe { put(funcHandle, h) }
+            })())
+        },
+        |a| {
+            a.u64("binHandle", binHandle as u64)
+                .u64("funcEntry", funcEntry)
+                .u64("funcHandle", funcHandle as u64);
+            // SAFETY: `funcHandle` is null or the caller's out-parameter, readable once the call returned.
+            let h = unsafe { out_ptr(funcHandle) };
+            a.u64("out_handle", h);
+            if h != 0 {
+                kernel_name(kernel::by_handle(h as *mut c_void), a);
+            }
+        },
+    )
+}
+
+// SAFETY: the C caller's contract: `funcHandle`, `cfg`, `hostArgs`, `placeHolderArray` are null
+// or valid for what the prototype says they point to; `stm` is an opaque handle, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtsLaunchKernelWithHostArgs(
+    funcHandle: *mut c_void,
+    numBlocks: u32,
+    stm: Stm,
+    cfg: *mut c_void,
+    hostArgs: *mut c_void,
+    argsSize: u32,
+    placeHolderArray: *mut c_void,
+    placeHolderNum: u32,
+) -> i32 {
+    api(
+        LIB,
+        "rtsLaunchKernelWithHostArgs",
+        || {
+            rc((|| {
+                if hostArgs.is_null() && argsSize > 0 {
+                    return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+                }
+                let f = kernel::by_handle(funcHandle)?;
+                launch(f, numBlocks, hostArgs, argsSize, stm)
+            })())
+        },
+        |a| {
+            a.u64("funcHandle", funcHandle as u64)
+                .u64("numBlocks", numBlocks.into())
+                .u64("stm", stm as u64);
+            a.u64("cfg", cfg as u64)
+                .u64("hostArgs", hostArgs as u64)
+                .u64("argsSize", argsSize.into());
+            a.u64("placeHolderArray", placeHolderArray as u64)
+                .u64("placeHolderNum", placeHolderNum.into());
+            kernel_name(kernel::by_handle(funcHandle), a);
+        },
+    )
+}
+
+// SAFETY: the C caller's contract: `opName` is null or NUL-terminated; `argsInfo`, `smDesc` are
+// null or valid for what the prototype says they point to; `stm` is an opaque handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtAicpuKernelLaunchExWithArgs(
+    kernelType: u32,
+    opName: *const c_char,
+    numBlocks: u32,
+    argsInfo: *const RtAicpuArgsEx,
+    smDesc: *mut c_void,
+    stm: Stm,
+    flags: u32,
+) -> i32 {
+    api(
+        LIB,
+        "rtAicpuKernelLaunchExWithArgs",
+        || {
+            rc((|| {
+                // SAFETY: `opName` is null (rejected by `c_str`) or a NUL-terminated string.
+                let name = unsafe { c_str(opName) }?;
+                // SAFETY: NULL or a valid rtAicpuArgsEx_t.
+                let args = unsafe { argsInfo.as_ref() }.ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
+                launch(
+                    kernel::aicpu(&name),
+                    numBlocks,
+                    args.args,
+                    args.args_size,
+                    stm,
+                )
+            })())
+        },
+        |a| {
+            a.u64("kernelType", kernelType.into());
+            // SAFETY: `opName` is null or a NUL-terminated string, per the prototype.
+            unsafe { a.cstr("opName", opName) };
+            a.u64("numBlocks", numBlocks.into())
+                .u64("argsInfo", argsInfo as u64)
+                .u64("smDesc", smDesc as u64);
+            a.u64("stm", stm as u64).u64("flags", flags.into());
+        },
+    )
+}
+
+/// The device, stream id and task id of the last task this thread submitted on `stm` (NULL: the
+/// default stream), for the operator libraries' ground truth. Not a CANN API: never recorded.
+// SAFETY: the C caller's contract: the out-pointers are null or writable; `stm` is an opaque
+// handle, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npu_sim_rt_last_task(
+    stm: Stm,
+    devId: *mut u32,
+    streamId: *mut u32,
+    taskId: *mut u32,
+) -> i32 {
+    rc((|| {
+        let s = handles::stream(stm)?;
+        let (task, stream) = crate::stream::LAST_TASK.with(|l| l.get());
+        // SAFETY: the caller's out-parameters; `put` rejects NULL before writing.
+        unsafe {
+            put(devId, s.dev)?;
+            put(streamId, stream)?;
+            put(taskId, task)
+        }
+    })())
+}
