@@ -529,7 +529,7 @@ pub unsafe extern "C" fn npu_sim_nnop_run(
     let truth = phase2.is_some();
     let mut kernels = Vec::new();
     let mut ret = ACLNN_SUCCESS;
-    let (plan, exec_id, cache_hit) = match &*exec {
+    let (plan, exec_id, cache_hit, repeatable) = match &*exec {
         Exec::Plain(state) => {
             let (plan, addrs, cache, repeatable) = {
                 let s = state.lock().unwrap_or_else(|e| e.into_inner());
@@ -561,7 +561,7 @@ pub unsafe extern "C" fn npu_sim_nnop_run(
                 executor::remove(executor);
             }
             let id = plan.id;
-            (plan, id, false)
+            (plan, id, false, repeatable)
         }
         Exec::Wrap { id, entry, addrs } => {
             let launches = entry.launches.get().map_or(&[][..], |v| v.as_slice());
@@ -580,7 +580,7 @@ pub unsafe extern "C" fn npu_sim_nnop_run(
                 }
             }
             executor::remove(executor);
-            (entry.plan.clone(), *id, true)
+            (entry.plan.clone(), *id, true, false)
         }
     };
     if truth {
@@ -598,6 +598,7 @@ pub unsafe extern "C" fn npu_sim_nnop_run(
             executor: executor as u64,
             executor_id: exec_id,
             cache_hit,
+            repeatable,
             origin_executor_id: plan.id,
             workspace: workspace as u64,
             workspace_size: workspaceSize,

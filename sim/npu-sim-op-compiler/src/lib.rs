@@ -235,6 +235,7 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
                     executor: 0,
                     executor_id: 0,
                     cache_hit: !compiled,
+                    repeatable: false,
                     origin_executor_id: 0,
                     workspace: 0,
                     workspace_size: 0,

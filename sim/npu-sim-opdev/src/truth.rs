@@ -68,6 +68,8 @@ pub struct OpRecord<'a> {
     pub executor: u64,
     pub executor_id: u64,
     pub cache_hit: bool,
+    /// Whether the executor stays usable after the call (aclSetAclOpExecutorRepeatable).
+    pub repeatable: bool,
     /// For a cache hit, the executor whose first phase planned what ran.
     pub origin_executor_id: u64,
     pub workspace: u64,
@@ -112,6 +114,7 @@ impl OpRecord<'_> {
         o.u64("executor", self.executor)
             .u64("executor_id", self.executor_id)
             .bool("cache_hit", self.cache_hit)
+            .bool("repeatable", self.repeatable)
             .u64("origin_executor_id", self.origin_executor_id);
         o.u64("workspace", self.workspace)
             .u64("workspace_size", self.workspace_size)
