@@ -41,6 +41,8 @@ enum { LIB_NNOP, LIB_ASCENDCL, LIB_OPC };
     X(LIB_NNOP, aclnnStatus, aclDestroyScalar, (const aclScalar *scalar))                                   \
     X(LIB_NNOP, aclnnStatus, aclDestroyIntArray, (const aclIntArray *array))                                \
     X(LIB_NNOP, aclnnStatus, aclDestroyTensorList, (const aclTensorList *array))                            \
+    X(LIB_NNOP, aclnnStatus, aclSetAclOpExecutorRepeatable, (aclOpExecutor * executor))                    \
+    X(LIB_NNOP, aclnnStatus, aclDestroyAclOpExecutor, (aclOpExecutor * executor))                          \
     X(LIB_NNOP, aclnnStatus, aclnnInit, (const char *configPath))                                           \
     X(LIB_NNOP, aclnnStatus, aclnnFinalize, (void))                                                         \
     X(LIB_NNOP, aclOpExecutor *, PTAGetExecCache, (uint64_t hash, uint64_t *workspaceSize))                 \

@@ -542,6 +542,41 @@ static void *producer_main(void *p) {
     return NULL;
 }
 
+/* Error paths and a repeatable executor, on the main thread before the workload. */
+static void eager_checks(void) {
+    aclrtStream s;
+    CHECK(A.aclrtCreateStream(&s));
+    void *d = dev_alloc(8 * COLS * 4);
+    struct targ a = make_targ(d, 8, ACL_FLOAT, 0);
+    struct etask t;
+    memset(&t, 0, sizeof t);
+    aclTensor *x = tensor_of(&t, &a), *y = tensor_of(&t, &a), *z = tensor_of(&t, &a);
+    float one = 1.0f;
+    aclScalar *alpha = keep(&t, OBJ_SCALAR, O.aclCreateScalar(&one, ACL_FLOAT));
+    wsBinaryAlpha add;
+    aclnnRunFn add_run;
+    *(void **)(&add) = get_op_api("aclnnAddGetWorkspaceSize");
+    *(void **)(&add_run) = get_op_api("aclnnAdd");
+    uint64_t ws = 0;
+    aclOpExecutor *ex = NULL;
+    EXPECT(add(NULL, y, alpha, z, &ws, &ex), 161001);                   /* ACLNN_ERR_PARAM_NULLPTR */
+    EXPECT(add(x, y, alpha, z, NULL, &ex), 161001);                     /* no workspaceSize */
+    EXPECT(add(x, (const aclTensor *)alpha, alpha, z, &ws, &ex), 161002); /* ACLNN_ERR_PARAM_INVALID */
+    EXPECT(add_run(NULL, 0, (aclOpExecutor *)&ws, s), 161002);          /* not an executor */
+    /* A repeatable executor runs twice, then is destroyed. */
+    CHECK(add(x, y, alpha, z, &ws, &ex));
+    CHECK(O.aclSetAclOpExecutorRepeatable(ex));
+    CHECK(add_run(NULL, ws, ex, s));
+    CHECK(add_run(NULL, ws, ex, s));
+    CHECK(O.aclDestroyAclOpExecutor(ex));
+    EXPECT(add_run(NULL, ws, ex, s), 161002);
+    CHECK(A.aclrtSynchronizeStream(s));
+    destroy_objs(&t);
+    EXPECT(O.aclDestroyTensor(x), 161002); /* already destroyed */
+    CHECK(A.aclrtFree(d));
+    CHECK(A.aclrtDestroyStream(s));
+}
+
 static int scenario_eager(void) {
     if (eopt.shapes < 1) eopt.shapes = 1;
     if (eopt.shapes > 16) eopt.shapes = 16;
@@ -549,6 +584,7 @@ static int scenario_eager(void) {
     load_ops_api();
     resolve_ops();
     CHECK(O.aclnnInit(NULL));
+    eager_checks();
     int n = opt.threads > 0 ? opt.threads : 1;
     struct eworker *w = calloc((size_t)n, sizeof *w);
     eager_t0 = now_s();
