@@ -5,4 +5,12 @@
 //! `const aclTensor *`, then workspaceSize and executor.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments, non_snake_case)]
 
+#[allow(unused_imports)]
+use std::ffi::c_char;
+use std::ffi::c_void;
+
+use npu_sim_opdev::glue::kind;
+use npu_sim_opdev::kernel::engine;
+use npu_sim_opdev::opapi::{OpSpec, Param, phase1, phase2, value};
+
 include!(concat!(env!("OUT_DIR"), "/ops_gen.rs"));

@@ -4,4 +4,12 @@
 //! exports the ops-math rows of `npu-sim-opapi/ops.tsv`, generated like `libopapi.so`.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments, non_snake_case)]
 
+#[allow(unused_imports)]
+use std::ffi::c_char;
+use std::ffi::c_void;
+
+use npu_sim_opdev::glue::kind;
+use npu_sim_opdev::kernel::engine;
+use npu_sim_opdev::opapi::{OpSpec, Param, phase1, phase2, value};
+
 include!(concat!(env!("OUT_DIR"), "/ops_gen.rs"));

@@ -5,6 +5,8 @@
 //! that is not a well-formed little-endian ELF64 object yields no symbols: such blobs are still
 //! accepted, as before, and their kernels are named by the caller.
 
+use std::ffi::c_void;
+
 const SHT_SYMTAB: u32 = 2;
 const STT_FUNC: u8 = 2;
 const SYM_SIZE: usize = 24;
@@ -79,6 +81,23 @@ pub(crate) fn entry_of(name: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The (entry, name) pairs of the function symbols named `<kernel>_<entry>` in an ELF blob.
+pub(crate) fn elf_entries(data: *const c_void, length: u64) -> Vec<(u64, String)> {
+    let Ok(len) = usize::try_from(length) else {
+        return Vec::new();
+    };
+    if data.is_null() || len < 4 {
+        return Vec::new();
+    }
+    // SAFETY: the loaders' contract: `data` holds `length` readable bytes (the runtime copies
+    // the whole binary to the device, so it reads them all as well).
+    let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+    function_symbols(bytes)
+        .into_iter()
+        .filter_map(|n| entry_of(&n).map(|e| (e, n)))
+        .collect()
 }
 
 #[cfg(test)]

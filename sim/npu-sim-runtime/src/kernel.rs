@@ -134,7 +134,7 @@ pub(crate) fn load_binary(
     if data.is_null() || length == 0 || !KNOWN_MAGICS.contains(&magic) {
         return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
     }
-    let entries = crate::rts::elf_entries(data, length);
+    let entries = crate::elf::elf_entries(data, length);
     // The handle is a distinct heap address; the registry owns what it stands for.
     let handle = Box::leak(Box::new(0u8)) as *mut u8 as usize;
     registry().binaries.insert(

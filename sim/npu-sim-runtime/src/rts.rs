@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_void};
 use npu_sim_common::abi::{self, RtDevBinary};
 use npu_sim_common::trace::{api, out_ptr};
 
-use crate::{LIB, Stm, c_str, elf, handles, kernel, kernel_name, launch, put, rc};
+use crate::{LIB, Stm, c_str, handles, kernel, kernel_name, launch, put, rc};
 
 /// `rtAicpuArgsEx_t`: what the simulator reads of it (`args` @0, `argsSize` @24).
 #[repr(C)]
@@ -24,23 +24,6 @@ pub struct RtAicpuArgsEx {
     kernel_name_addr_offset: u16,
     is_no_need_h2d_copy: bool,
     reserved: [u8; 3],
-}
-
-/// The (entry, name) pairs of the function symbols named `<kernel>_<entry>` in an ELF blob.
-pub(crate) fn elf_entries(data: *const c_void, length: u64) -> Vec<(u64, String)> {
-    let Ok(len) = usize::try_from(length) else {
-        return Vec::new();
-    };
-    if data.is_null() || len < 4 {
-        return Vec::new();
-    }
-    // SAFETY: the loaders' contract: `data` holds `length` readable bytes (the runtime copies
-    // the whole binary to the device, so it reads them all as well).
-    let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
-    elf::function_symbols(bytes)
-        .into_iter()
-        .filter_map(|n| elf::entry_of(&n).map(|e| (e, n)))
-        .collect()
 }
 
 // SAFETY: the C caller's contract: `bin`, `hdl` are null or valid for what the prototype says they
