@@ -7,7 +7,7 @@
  *   options:   --steps N --step-sleep-ms MS --bytes N --threads K --launches N --iters N
  *              --count N --device D --start-delay-ms MS --wait-file PATH
  *              eager (c/eager.c): --ops N --seconds S --shapes N --distinct N --sync-every N
- *              --queue-depth N --aclop-every N --kernel-scale X --no-cache
+ *              --queue-depth N --aclop-every N --kernel-scale X --no-cache --task-queue 1|2
  *
  * Ranks come from RANK / WORLD_SIZE / LOCAL_RANK (npu-sim-run sets them); rank 0 publishes the
  * HcclRootInfo in $NPU_SIM_RDZV_DIR. Every result is checked; any failure exits non-zero.
@@ -552,7 +552,7 @@ static void usage(void) {
             "       [--bytes N] [--threads K] [--launches N] [--iters N] [--count N] [--device D]\n"
             "       [--start-delay-ms MS] [--wait-file PATH]\n"
             "       eager: [--ops N] [--seconds S] [--shapes N] [--distinct N] [--sync-every N] [--queue-depth N]\n"
-            "              [--aclop-every N] [--kernel-scale X] [--no-cache]\n");
+            "              [--aclop-every N] [--kernel-scale X] [--no-cache] [--task-queue 1|2]\n");
     exit(2);
 }
 

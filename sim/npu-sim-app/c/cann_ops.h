@@ -49,6 +49,8 @@ enum { LIB_NNOP, LIB_ASCENDCL, LIB_OPC };
     X(LIB_NNOP, void, InitPTACacheThreadLocal, (void))                                                      \
     X(LIB_NNOP, void, UnInitPTACacheThreadLocal, (void))                                                    \
     X(LIB_NNOP, void, SetPTAHashKey, (uint64_t hash))                                                       \
+    X(LIB_NNOP, aclOpExecutor *, PTAFindExecCache, (uint8_t * buf, size_t len, uint64_t *workspaceSize))   \
+    X(LIB_NNOP, void, SetPTACacheHashKey, (uint8_t * buf, size_t len))                                      \
     X(LIB_NNOP, bool, CanUsePTACache, (const char *api))                                                    \
     X(LIB_NNOP, void, AddTensorAddrToCachedList, (void *addr))                                              \
     X(LIB_NNOP, int, InitHugeMemThreadLocal, (void *arg, bool sync))                                        \

@@ -4,7 +4,9 @@
  *
  * Each producer thread (the Python thread; --threads, default 1) has its own stream and task
  * queue, drained by a consumer thread (torch_npu's ACL thread, which sets the device first). Per
- * operator the producer:
+ * operator the producer (with --task-queue 2, as EXEC_NPU_CMD_V2, the consumer does all of this
+ * and runs the second phase at once; its cache key is a byte string: SetPTACacheHashKey and
+ * PTAFindExecCache):
  *   - looks the executor up in the PTA cache: InitPTACacheThreadLocal, AddTensorAddrToCachedList
  *     per tensor, SetPTAHashKey(hash of op name, shapes, dtypes, strides, device, stream),
  *     PTAGetExecCache; on a hit it queues the second phase with that executor and is done;
@@ -24,8 +26,8 @@
 static struct {
     long ops;
     double seconds, kernel_scale;
-    int shapes, sync_every, queue_depth, aclop_every, no_cache, distinct;
-} eopt = {20000, 0, 0.01, 4, 2000, 4096, 1000, 0, 0};
+    int shapes, sync_every, queue_depth, aclop_every, no_cache, distinct, task_queue;
+} eopt = {20000, 0, 0.01, 4, 2000, 4096, 1000, 0, 0, 1};
 
 /* Consumes an eager option: returns how many values it took (0 or 1), or -1 if `a` is not one. */
 static int eager_option(const char *a, const char *v) {
@@ -42,6 +44,7 @@ static int eager_option(const char *a, const char *v) {
     else if (!strcmp(a, "--queue-depth")) eopt.queue_depth = atoi(v);
     else if (!strcmp(a, "--aclop-every")) eopt.aclop_every = atoi(v);
     else if (!strcmp(a, "--distinct")) eopt.distinct = atoi(v);
+    else if (!strcmp(a, "--task-queue")) eopt.task_queue = atoi(v);
     else return -1;
     return 1;
 }
@@ -193,10 +196,10 @@ static void resolve_ops(void) {
 /* ------------------------------------------------------------------ task queue */
 
 enum { OBJ_TENSOR, OBJ_SCALAR, OBJ_INT_ARRAY, OBJ_TENSOR_LIST };
-enum { TASK_ACLNN, TASK_ACLOP, TASK_STOP };
+enum { TASK_ACLNN, TASK_ACLOP, TASK_STOP, TASK_OP };
 
 struct etask {
-    int kind, miss, nobj;
+    int kind, miss, nobj, op, variant;
     aclnnRunFn run;
     void *ws;
     uint64_t ws_size;
@@ -254,6 +257,8 @@ static void destroy_objs(struct etask *t) {
     }
 }
 
+static void eager_op_v2(struct eworker *w, const struct eop *o, int v);
+
 /* torch_npu's ACL thread: sets the device, then runs queued tasks in order. */
 static void *consumer_main(void *p) {
     struct eworker *w = p;
@@ -268,7 +273,9 @@ static void *consumer_main(void *p) {
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
         if (t.kind == TASK_STOP) break;
-        if (t.kind == TASK_ACLNN) {
+        if (t.kind == TASK_OP) {
+            eager_op_v2(w, &eops[t.op], t.variant);
+        } else if (t.kind == TASK_ACLNN) {
             CHECK(t.run(t.ws, t.ws_size, t.exec, w->stream));
             destroy_objs(&t);
             if (t.miss) O.ReleaseHugeMem(NULL, false);
@@ -417,13 +424,18 @@ static aclnnStatus first_phase(struct etask *t, const struct eop *o, const struc
 /* One operator call the torch_npu way (see the top of this file). Variant `v` picks the shape;
  * odd variants mix float16 into the second input (a Cast kernel for operators with two tensor
  * inputs) and variants 2 and 3 mod 4 write a transposed output (a ViewCopy kernel). */
-static void eager_op(struct eworker *w, const struct eop *o, int v) {
+static void variant_args(struct eworker *w, int v, struct targ *in, struct targ *in2, struct targ *out) {
     int64_t rows = 8 * (v + 1);
     int mixed = v % 2 == 1, transposed = v % 4 >= 2;
     void **b = w->buf[v];
-    struct targ in = make_targ(b[0], rows, ACL_FLOAT, 0);
-    struct targ in2 = make_targ(b[1], rows, mixed ? ACL_FLOAT16 : ACL_FLOAT, 0);
-    struct targ out = make_targ(b[2], rows, ACL_FLOAT, transposed);
+    *in = make_targ(b[0], rows, ACL_FLOAT, 0);
+    *in2 = make_targ(b[1], rows, mixed ? ACL_FLOAT16 : ACL_FLOAT, 0);
+    *out = make_targ(b[2], rows, ACL_FLOAT, transposed);
+}
+
+static void eager_op(struct eworker *w, const struct eop *o, int v) {
+    struct targ in, in2, out;
+    variant_args(w, v, &in, &in2, &out);
     struct etask t;
     memset(&t, 0, sizeof t);
     t.kind = TASK_ACLNN;
@@ -468,6 +480,43 @@ static void eager_op(struct eworker *w, const struct eop *o, int v) {
         t.miss = 1;
         enqueue(w, &t);
     }
+    O.UnInitHugeMemThreadLocal(NULL, false);
+    if (cache) O.UnInitPTACacheThreadLocal();
+}
+
+/* EXEC_NPU_CMD_V2: everything on the consumer thread, the second phase right after the first. */
+static void eager_op_v2(struct eworker *w, const struct eop *o, int v) {
+    struct targ in, in2, out;
+    variant_args(w, v, &in, &in2, &out);
+    struct etask t;
+    memset(&t, 0, sizeof t);
+    int cache = !eopt.no_cache && O.CanUsePTACache(o->api);
+    if (cache) {
+        uint8_t key[128];
+        size_t n = (size_t)snprintf((char *)key, sizeof key, "%s/%d/%d/%p", o->api, v, w->device, w->stream);
+        O.InitPTACacheThreadLocal();
+        O.AddTensorAddrToCachedList(in.addr);
+        O.AddTensorAddrToCachedList(in2.addr);
+        O.AddTensorAddrToCachedList(out.addr);
+        O.SetPTACacheHashKey(key, n);
+        uint64_t ws = 0;
+        aclOpExecutor *ex = O.PTAFindExecCache(key, n, &ws);
+        if (ex) {
+            CHECK(o->run(ws ? w->ws_pool : NULL, ws, ex, w->stream));
+            O.UnInitPTACacheThreadLocal();
+            w->hits++;
+            return;
+        }
+    }
+    w->misses++;
+    O.InitHugeMemThreadLocal(NULL, false);
+    uint64_t ws = 0;
+    aclOpExecutor *ex = NULL;
+    aclnnStatus rc = first_phase(&t, o, &in, &in2, &out, &ws, &ex);
+    if (rc != 0 || !ex) fail("%sGetWorkspaceSize = %d", o->api, rc);
+    else CHECK(o->run(ws ? w->ws_pool : NULL, ws, ex, w->stream));
+    destroy_objs(&t);
+    O.ReleaseHugeMem(NULL, false);
     O.UnInitHugeMemThreadLocal(NULL, false);
     if (cache) O.UnInitPTACacheThreadLocal();
 }
@@ -520,7 +569,18 @@ static void *producer_main(void *p) {
             eager_aclop(w, i / eopt.aclop_every);
         } else {
             r = r * 6364136223846793005ULL + 1442695040888963407ULL;
-            eager_op(w, &eops[(r >> 33) % (uint64_t)n_eops], (int)((r >> 17) % (uint64_t)eopt.shapes));
+            int op = (int)((r >> 33) % (uint64_t)n_eops), v = (int)((r >> 17) % (uint64_t)eopt.shapes);
+            if (eopt.task_queue == 2) {
+                struct etask t;
+                memset(&t, 0, sizeof t);
+                t.kind = TASK_OP;
+                t.op = op;
+                t.variant = v;
+                w->ops++;
+                enqueue(w, &t);
+            } else {
+                eager_op(w, &eops[op], v);
+            }
         }
         if (eopt.sync_every > 0 && i % eopt.sync_every == eopt.sync_every - 1) {
             drain(w);

@@ -224,6 +224,46 @@ fn eager_truth_records_every_operator_once_with_its_phases_and_kernels() {
 }
 
 #[test]
+fn eager_task_queue_v2_runs_both_phases_on_the_queue_thread() {
+    let dir = scratch_dir("eager-v2");
+    let out = run_ok(sim_command("npu-sim-app", &dir).args([
+        "eager",
+        "--ops",
+        "600",
+        "--threads",
+        "2",
+        "--task-queue",
+        "2",
+        "--aclop-every",
+        "100",
+    ]));
+    let (total, hits, first, aclop, _) = summary(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(total, 1200);
+    let truth = read_truth(&dir);
+    let lines = truth.values().next().expect("a truth file");
+    check_consistency(lines);
+    let c = check_ops(lines);
+    assert_eq!(c.aclnn as u64, total - aclop + 2);
+    assert_eq!(c.cache_hits as u64, hits);
+    assert_eq!(c.first_phases as u64, first + 1);
+    assert!(hits > 0);
+    // The key is a byte string, looked up on the queue thread.
+    assert_eq!(api_count(lines, "PTAGetExecCache"), 0);
+    assert!(api_count(lines, "PTAFindExecCache") > 0);
+    assert!(api_count(lines, "SetPTACacheHashKey") > 0);
+    let queued: Vec<&Value> = of_type(lines, "op")
+        .into_iter()
+        .filter(|o| o["repeatable"] != true)
+        .collect();
+    let tids: BTreeSet<u64> = queued.iter().map(|o| u(&o["phase2"], "tid")).collect();
+    assert_eq!(tids.len(), 2, "one queue thread per producer");
+    for o in queued.iter().filter(|o| !o["phase1"].is_null()) {
+        assert_eq!(u(&o["phase1"], "tid"), u(&o["phase2"], "tid"), "{o}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn eager_without_the_cache_runs_every_first_phase() {
     let dir = scratch_dir("eager-nocache");
     let out = run_ok(sim_command("npu-sim-app", &dir).args([
