@@ -107,8 +107,8 @@ pub(crate) fn remove(h: *mut c_void) -> Option<Arc<Exec>> {
     registry().remove(&(h as usize))
 }
 
-/// Cache entries a thread keeps at most (nnopbase shrinks its cache past a limit; this one just
-/// stops adding).
+/// Cache entries a thread keeps at most (nnopbase's `K_CACHE_LIMIT`; past it nnopbase stops
+/// adding hash-keyed entries and evicts byte-keyed ones, the simulator stops adding both).
 const CACHE_LIMIT: usize = 10_000;
 
 #[derive(Default)]
@@ -125,7 +125,9 @@ thread_local! {
     static PTA: RefCell<PtaTls> = RefCell::new(PtaTls::default());
 }
 
-/// Called by a first phase: a new cache entry for `plan` under the thread's PTA key, if set.
+/// Called by a first phase: a new cache entry for `plan` under the thread's PTA key, if one is
+/// set and no entry has that key yet (nnopbase's `OpExecCacheManager::AddOpExecCache` keeps the
+/// first entry of a key, usable or not).
 pub(crate) fn cache_entry_for(plan: &Arc<Plan>) -> Option<Arc<CacheEntry>> {
     PTA.try_with(|p| {
         let mut p = p.borrow_mut();
@@ -140,9 +142,15 @@ pub(crate) fn cache_entry_for(plan: &Arc<Plan>) -> Option<Arc<CacheEntry>> {
             launches: OnceLock::new(),
         });
         if let Some(k) = p.key.clone() {
+            if p.by_key.contains_key(&k) {
+                return None;
+            }
             p.by_key.insert(k, entry.clone());
         } else {
             let h = p.hash;
+            if p.by_hash.contains_key(&h) {
+                return None;
+            }
             p.by_hash.insert(h, entry.clone());
         }
         Some(entry)
