@@ -29,7 +29,7 @@ typedef struct aclopAttr aclopAttr;
 #define ACL_COMPILE_SYS 0
 
 /* X(library, return type, name, parameter list). */
-enum { LIB_NNOP, LIB_ASCENDCL, LIB_OPC };
+enum { LIB_NNOP, LIB_ASCENDCL };
 #define NPU_SIM_OPS_API(X)                                                                                   \
     X(LIB_NNOP, aclTensor *, aclCreateTensor,                                                               \
       (const int64_t *viewDims, uint64_t viewDimsNum, int dataType, const int64_t *stride, int64_t offset,  \
@@ -63,11 +63,13 @@ enum { LIB_NNOP, LIB_ASCENDCL, LIB_OPC };
     X(LIB_ASCENDCL, int, aclDestroyDataBuffer, (const aclDataBuffer *dataBuffer))                           \
     X(LIB_ASCENDCL, aclopAttr *, aclopCreateAttr, (void))                                                   \
     X(LIB_ASCENDCL, void, aclopDestroyAttr, (const aclopAttr *attr))                                        \
-    X(LIB_ASCENDCL, int, aclopSetAttrFloat, (aclopAttr * attr, const char *attrName, float attrValue))     \
-    X(LIB_OPC, int, aclopCompileAndExecuteV2,                                                               \
-      (const char *opType, int numInputs, aclTensorDesc *inputDesc[], aclDataBuffer *inputs[],              \
-       int numOutputs, aclTensorDesc *outputDesc[], aclDataBuffer *outputs[], aclopAttr *attr,             \
-       int engineType, int compileFlag, const char *opPath, void *stream))
+    X(LIB_ASCENDCL, int, aclopSetAttrFloat, (aclopAttr * attr, const char *attrName, float attrValue))
+
+/* libacl_op_compiler.so, which torch_npu dlopens when it first needs it. */
+typedef int (*aclopCompileAndExecuteV2Fn)(const char *opType, int numInputs, aclTensorDesc *inputDesc[],
+                                          aclDataBuffer *inputs[], int numOutputs, aclTensorDesc *outputDesc[],
+                                          aclDataBuffer *outputs[], aclopAttr *attr, int engineType,
+                                          int compileFlag, const char *opPath, void *stream);
 
 /* Second phase of every aclnn operator. */
 typedef aclnnStatus (*aclnnRunFn)(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, void *stream);

@@ -15,7 +15,8 @@
  *     under the hash), queues the second phase, UnInitHugeMemThreadLocal, UnInitPTACacheThreadLocal.
  * The consumer runs aclnnXxx(workspace, size, executor, stream), then destroys the arguments
  * and calls ReleaseHugeMem. Every --aclop-every operators one is an aclop instead: descriptions,
- * buffers and attributes made by the producer, aclopCompileAndExecuteV2 on the consumer. Every
+ * buffers and attributes made by the producer, aclopCompileAndExecuteV2 on the consumer (which
+ * dlopens libacl_op_compiler.so at the first one, as torch_npu does). Every
  * --sync-every operators the producer waits for its queue to drain and synchronizes its stream.
  * Operator functions are found as op-plugin's GetOpApiFuncAddr does: libcust_opapi.so, then
  * libopapi.so, then every $ASCEND_HOME_PATH/lib64/libopapi_*.so. */
@@ -78,7 +79,7 @@ static void *must_open(const char *name) {
 }
 
 static void load_ops_api(void) {
-    void *libs[3] = {must_open("libnnopbase.so"), must_open("libascendcl.so"), must_open("libacl_op_compiler.so")};
+    void *libs[2] = {must_open("libnnopbase.so"), must_open("libascendcl.so")};
 #define RESOLVE(lib, ret, name, params)                                  \
     *(void **)(&O.name) = dlsym(libs[lib], #name);                       \
     if (!O.name) {                                                       \
@@ -105,6 +106,19 @@ static void load_ops_api(void) {
         if (h) op_libs[n_op_libs++] = h;
     }
     if (d) closedir(d);
+}
+
+/* libacl_op_compiler.so is dlopened at the first aclop call, on the consumer thread, as
+ * torch_npu's TORCH_NPU_REGISTER_LIBRARY / GET_FUNCTION do (AclOpCompileInterface.cpp). */
+static aclopCompileAndExecuteV2Fn aclop_fn;
+static pthread_once_t aclop_once = PTHREAD_ONCE_INIT;
+
+static void load_aclop(void) {
+    *(void **)(&aclop_fn) = dlsym(must_open("libacl_op_compiler.so"), "aclopCompileAndExecuteV2");
+    if (!aclop_fn) {
+        fprintf(stderr, "npu-sim-app: no aclopCompileAndExecuteV2 in libacl_op_compiler.so\n");
+        exit(2);
+    }
 }
 
 static void *get_op_api(const char *name) {
@@ -280,8 +294,9 @@ static void *consumer_main(void *p) {
             destroy_objs(&t);
             if (t.miss) O.ReleaseHugeMem(NULL, false);
         } else {
-            CHECK(O.aclopCompileAndExecuteV2(t.op_type, t.nin, t.desc, t.buf, 1, t.desc + t.nin, t.buf + t.nin,
-                                             t.attr, ACL_ENGINE_SYS, ACL_COMPILE_SYS, NULL, w->stream));
+            pthread_once(&aclop_once, load_aclop);
+            CHECK(aclop_fn(t.op_type, t.nin, t.desc, t.buf, 1, t.desc + t.nin, t.buf + t.nin, t.attr, ACL_ENGINE_SYS,
+                           ACL_COMPILE_SYS, NULL, w->stream));
             for (int i = 0; i <= t.nin; i++) {
                 O.aclDestroyTensorDesc(t.desc[i]);
                 CHECK(O.aclDestroyDataBuffer(t.buf[i]));
