@@ -181,7 +181,6 @@ const WORKSPACE_OPS: [&str; 14] = [
 
 fn workspace_size(op_type: &str, engine: u8, numel: u64) -> u64 {
     if engine == engine::CUBE {
-        // The system workspace Ascend C cube kernels reserve.
         16 << 20
     } else if WORKSPACE_OPS.iter().any(|w| op_type.contains(w)) {
         32 * 1024 + numel.min(1 << 20) * 4 / 64
