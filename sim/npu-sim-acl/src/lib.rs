@@ -4,7 +4,9 @@
 //! -> rtLaunchKernelByFuncHandleV3). Errors from the runtime are returned unchanged.
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
+pub mod kernel_ext;
 mod mdl;
+pub mod op;
 mod rt;
 
 use std::ffi::{c_char, c_void};

@@ -3,9 +3,11 @@
  * loading those libraries with dlopen/dlsym as torch_npu does).
  *
  *   npu-sim-app [--dlopen] SCENARIO [options]
- *   scenarios: train | burst | alloc | collectives | faults | graph
+ *   scenarios: train | burst | alloc | collectives | faults | graph | eager
  *   options:   --steps N --step-sleep-ms MS --bytes N --threads K --launches N --iters N
  *              --count N --device D --start-delay-ms MS --wait-file PATH
+ *              eager (c/eager.c): --ops N --seconds S --shapes N --distinct N --sync-every N
+ *              --queue-depth N --aclop-every N --kernel-scale X --no-cache --task-queue 1|2
  *
  * Ranks come from RANK / WORLD_SIZE / LOCAL_RANK (npu-sim-run sets them); rank 0 publishes the
  * HcclRootInfo in $NPU_SIM_RDZV_DIR. Every result is checked; any failure exits non-zero.
@@ -73,7 +75,7 @@ static struct {
     int steps, step_sleep_ms, threads, launches, iters, device, start_delay_ms;
     size_t bytes, count;
     const char *wait_file;
-} opt = {10, 0, 4, 2000, 100, -1, 0, 256 * 1024, 4096, NULL};
+} opt = {10, 0, 0, 2000, 100, -1, 0, 256 * 1024, 4096, NULL};
 
 static int rank, world;
 static volatile sig_atomic_t stop_requested;
@@ -395,7 +397,7 @@ static void *burst_thread(void *p) {
 static int scenario_burst(void) {
     struct kernels k;
     load_kernels(&k);
-    int n = opt.threads > 0 ? opt.threads : 1;
+    int n = opt.threads > 0 ? opt.threads : 4;
     pthread_t *t = calloc((size_t)n, sizeof *t);
     struct burst_arg *b = calloc((size_t)n, sizeof *b);
     struct timespec t0, t1;
@@ -670,19 +672,23 @@ static int scenario_faults(void) {
     return 0;
 }
 
+#include "eager.c"
+
 /* ------------------------------------------------------------------ main */
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: npu-sim-app [--dlopen] train|burst|alloc|collectives|faults|graph [--steps N] [--step-sleep-ms MS]\n"
-            "       [--bytes N] [--threads K] [--launches N] [--iters N] [--count N] [--device D]\n"
-            "       [--start-delay-ms MS] [--wait-file PATH]\n");
+            "usage: npu-sim-app [--dlopen] train|burst|alloc|collectives|faults|graph|eager [--steps N]\n"
+            "       [--step-sleep-ms MS] [--bytes N] [--threads K] [--launches N] [--iters N] [--count N]\n"
+            "       [--device D] [--start-delay-ms MS] [--wait-file PATH]\n"
+            "       eager: [--ops N] [--seconds S] [--shapes N] [--distinct N] [--sync-every N] [--queue-depth N]\n"
+            "              [--aclop-every N] [--kernel-scale X] [--no-cache] [--task-queue 1|2]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *scenario = NULL;
-    int use_dlopen = 0;
+    int use_dlopen = 0, n;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -692,6 +698,7 @@ int main(int argc, char **argv) {
         NUM("--launches", launches) NUM("--iters", iters) NUM("--device", device)
         NUM("--start-delay-ms", start_delay_ms) NUM("--bytes", bytes) NUM("--count", count)
         else if (!strcmp(a, "--wait-file") && v) { opt.wait_file = v; i++; }
+        else if ((n = eager_option(a, v)) >= 0) i += n;
         else if (a[0] != '-' && !scenario) scenario = a;
         else usage();
 #undef NUM
@@ -704,6 +711,7 @@ int main(int argc, char **argv) {
         setenv("NPU_SIM_FAIL_API", "aclrtCreateEvent:1:507899", 0);
         setenv("NPU_SIM_FAULT_KERNEL", "faulty_kernel:2", 0);
     }
+    if (!strcmp(scenario, "eager")) eager_env();
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     printf("npu-sim-app: pid=%d rank=%d world=%d device=%d scenario=%s\n", (int)getpid(), rank, world, opt.device,
@@ -728,6 +736,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(scenario, "collectives")) scenario_collectives();
     else if (!strcmp(scenario, "faults")) scenario_faults();
     else if (!strcmp(scenario, "graph")) scenario_graph();
+    else if (!strcmp(scenario, "eager")) scenario_eager();
     else usage();
 
     CHECK(A.aclrtResetDevice(opt.device));

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod ops;
 pub mod prof;
 
 /// The installed simulator tree: `$NPU_SIM_HOME` (set by `cargo xtask test`), else

@@ -13,6 +13,7 @@ mod handles;
 mod kernel;
 mod memory;
 mod model;
+pub mod rts;
 mod stream;
 
 use std::ffi::{CStr, c_char, c_void};
@@ -1017,9 +1018,9 @@ pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut
         LIB,
         "rtGetTaskIdAndStreamID",
         || {
-            let (t, s) = stream::LAST_TASK.with(|l| l.get());
+            let last = stream::LAST_TASK.with(|l| l.get());
             // SAFETY: `taskId` and `streamId` are the caller's out-parameters; `put` rejects NULL.
-            rc(unsafe { put(taskId, t).and_then(|_| put(streamId, s)) })
+            rc(unsafe { put(taskId, last.prof_id).and_then(|_| put(streamId, last.stream)) })
         },
         |a| {
             a.u64("taskId", taskId as u64)

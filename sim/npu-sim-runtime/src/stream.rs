@@ -72,10 +72,24 @@ pub(crate) struct Stream {
     sync: Mutex<()>,
 }
 
+/// The ids of a submitted task.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct TaskIds {
+    /// What rtGetTaskIdAndStreamID reports (RT `GET_THREAD_TASKID_AND_STREAMID` stores
+    /// `GetFlipTaskId`): `(flip << 16) | task id` on 910B, the task serial number on 950.
+    pub prof_id: u32,
+    /// The device-wide stream id.
+    pub stream: u32,
+    /// The task id its SQE header carries (the ground truth's `task`): the 16-bit task id on
+    /// 910B, the task serial number on 950.
+    pub task: u32,
+}
+
 thread_local! {
-    /// (`(flip << 16) | task id`, stream id) of this thread's last submitted task
-    /// (rtGetTaskIdAndStreamID: RT `GET_THREAD_TASKID_AND_STREAMID` stores `GetFlipTaskId`).
-    pub static LAST_TASK: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    /// The ids of this thread's last submitted task.
+    pub static LAST_TASK: Cell<TaskIds> = const {
+        Cell::new(TaskIds { prof_id: 0, stream: 0, task: 0 })
+    };
 }
 
 /// The task id before the first one of every stream: `NPU_SIM_TASK_ID_START` (default 0) is the
@@ -193,7 +207,13 @@ impl Stream {
                 self.send_locked(&mut st, &mut f, Submit::default())?;
             }
         }
-        LAST_TASK.with(|l| l.set((prof_id, u32::from(self.id))));
+        LAST_TASK.with(|l| {
+            l.set(TaskIds {
+                prof_id,
+                stream: u32::from(self.id),
+                task: hw_task,
+            })
+        });
         Ok((seq, hw_task))
     }
 
