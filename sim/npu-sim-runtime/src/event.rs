@@ -3,7 +3,7 @@
 //! device and on the host wait for the generation recorded last.
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::stream::Stream;
+use crate::stream::{RecordDone, Stream};
 
 #[derive(Default)]
 struct State {
@@ -63,15 +63,6 @@ impl Event {
         self.lock().recorded
     }
 
-    /// Record `generation` completed at device time `timestamp` (0: unknown).
-    pub(crate) fn complete(&self, generation: u64, timestamp: u64) {
-        let mut st = self.lock();
-        if generation > st.done {
-            st.done = generation;
-            st.timestamp = timestamp;
-        }
-    }
-
     /// Waits until the latest record has completed, reclaiming its stream on this thread.
     pub(crate) fn synchronize(&self) {
         let (target, last) = {
@@ -83,6 +74,16 @@ impl Event {
         };
         while self.lock().done < target && !stream.is_done(seq) {
             stream.reclaim_or_wait(WAIT_MS);
+        }
+    }
+}
+
+impl RecordDone for Event {
+    fn complete(&self, generation: u64, timestamp: u64) {
+        let mut st = self.lock();
+        if generation > st.done {
+            st.done = generation;
+            st.timestamp = timestamp;
         }
     }
 }

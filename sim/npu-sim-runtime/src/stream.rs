@@ -15,7 +15,6 @@ use npu_sim_common::abi::{
 
 use npu_sim_common::env::chip;
 
-use crate::event::Event;
 use crate::hal::Hal;
 
 /// Reclaim polls `Stream::synchronize` makes before it sends its record task and waits for its
@@ -39,7 +38,7 @@ struct Inflight {
     /// The task writes a CQE the runtime must see before reclaiming it (RT `isCqeNeedConcern`).
     concern: bool,
     cqe_seen: bool,
-    event: Option<(Arc<Event>, u64)>,
+    event: Option<(Arc<dyn RecordDone>, u64)>,
     /// Host memory the task reads from, freed once the task is reclaimed.
     _keep: Option<Box<[u8]>>,
 }
@@ -126,10 +125,16 @@ pub(crate) fn next_task_id(last: u16) -> u16 {
     }
 }
 
+/// Who learns that a record task completed: an event, for the record of one generation.
+pub(crate) trait RecordDone: Send + Sync {
+    /// Record `generation` completed at device time `timestamp` (0: unknown).
+    fn complete(&self, generation: u64, timestamp: u64);
+}
+
 /// What a submission asks for beyond the SQE.
 #[derive(Default)]
 pub(crate) struct Submit {
-    pub event: Option<(Arc<Event>, u64)>,
+    pub event: Option<(Arc<dyn RecordDone>, u64)>,
     /// Set `wrCqe` and keep the task until its CQE is seen.
     pub concern: bool,
     /// Set RT_SYNC_TASK_FLAG in the header's stream id.
