@@ -609,7 +609,7 @@ pub unsafe extern "C" fn aclrtLaunchKernel(
 
 /// `aclError aclmdlLoadFromMem(const void *model, size_t modelSize, uint32_t *modelId)` (acl
 /// `include/external/acl/acl_mdl.h`): loads a model blob of the simulator's format (see
-/// [`mdl`]); its tasks are captured on a model stream and filled into the driver in bulk.
+/// `mdl.rs`); its tasks are captured on a model stream and filled into the driver in bulk.
 // SAFETY: the C caller's contract: `model` is null or holds `modelSize` bytes; `modelId` is null
 // or writable.
 #[unsafe(no_mangle)]

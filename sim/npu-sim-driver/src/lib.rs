@@ -201,7 +201,7 @@ pub unsafe extern "C" fn halSqTaskSend(devId: u32, info: *mut HalTaskSendInfo) -
 
 /// `drvError_t halCqReportRecv(uint32_t devId, struct halReportRecvInfo *info)`: CQEs of the
 /// logic CQ `info->cqId` (`DRV_LOGIC_TYPE`), as the driver's version-1 receive hands them out
-/// (see [`device::Device::receive`]). `timeout` is in ms: -1 waits forever, 0 returns at once
+/// (see `Device::receive` in `device.rs`). `timeout` is in ms: -1 waits forever, 0 returns at once
 /// (success with `report_cqe_num` 0 when there is nothing).
 // SAFETY: the C caller's contract: `info` is null or valid for what the prototype says it points
 // to.

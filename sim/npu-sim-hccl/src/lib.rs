@@ -1,8 +1,8 @@
 //! `libhccl.so`: simulated HCCL. Ranks are processes; a communicator is a shared-memory file
-//! named in the HcclRootInfo (see [`mod@comm`]). Each collective is validated on the calling
+//! named in the HcclRootInfo (see `comm.rs`). Each collective is validated on the calling
 //! thread and expanded on the host into tasks on the given stream, as HCCL's host (HOST_TS)
 //! expansion does on 910B: notify records and waits (SQE types 6 and 7) and an SDMA task (11);
-//! the exchange itself runs on the device when the tasks execute (see [`ops`]).
+//! the exchange itself runs on the device when the tasks execute (see `ops.rs`).
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
 mod comm;
