@@ -225,6 +225,48 @@ fn eager_truth_records_every_operator_once_with_its_phases_and_kernels() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The op lines name their kernels' tasks as the device path numbers them: across the task-id
+/// wrap of a 910B stream (where the runtime also sends a flip task inside the operator call),
+/// and on 950, where a task's id is the process's task serial number.
+#[test]
+fn op_lines_follow_the_task_ids_of_both_chips() {
+    for (chip, start) in [("910B", "65300"), ("950", "0")] {
+        let dir = scratch_dir(&format!("eager-ids-{chip}"));
+        run_ok(
+            sim_command("npu-sim-app", &dir)
+                .env("NPU_SIM_CHIP", chip)
+                .env("NPU_SIM_TASK_ID_START", start)
+                .args(["eager", "--ops", "400", "--aclop-every", "50"]),
+        );
+        let truth = read_truth(&dir);
+        let lines = truth.values().next().expect("a truth file");
+        check_consistency(lines);
+        let c = check_ops(lines);
+        assert!(c.kernels >= 400, "{c:?}");
+        let tasks = of_type(lines, "task");
+        let kernel_ids: BTreeSet<u64> = of_type(lines, "op")
+            .iter()
+            .flat_map(|o| o["kernels"].as_array().into_iter().flatten())
+            .map(|k| u(k, "task"))
+            .collect();
+        let flips = tasks.iter().filter(|t| t["kind"] == "FLIP").count();
+        if chip == "910B" {
+            assert_eq!(flips, 1, "one wrap, one flip task");
+            assert!(kernel_ids.contains(&65534), "a kernel took the last id");
+            assert!(
+                kernel_ids.iter().any(|&t| t < 100),
+                "no kernel after the wrap"
+            );
+        } else {
+            assert_eq!(flips, 0);
+            // Serial numbers: unique over the process's streams.
+            let ids: BTreeSet<u64> = tasks.iter().map(|t| u(t, "task")).collect();
+            assert_eq!(ids.len(), tasks.len());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn eager_task_queue_v2_runs_both_phases_on_the_queue_thread() {
     let dir = scratch_dir("eager-v2");
