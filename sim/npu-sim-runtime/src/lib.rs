@@ -734,8 +734,9 @@ pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *
 /// `rtError_t rtRegisterAllKernel(const rtDevBinary_t *bin, void **hdl)` (RT
 /// `pkg_inc/runtime/rt_external_kernel.h`): registers every kernel symbol of an ELF blob (RT
 /// `ElfProgram::BuildNewKernel`), each with the tiling key its name's trailing `_<digits>`
-/// carries; launch one with rtKernelLaunchWithHandleV2(hdl, tilingKey, ...). A blob without
-/// kernel symbols: ACL_ERROR_RT_PARAM_INVALID.
+/// carries (0 without); launch one with rtKernelLaunchWithHandleV2(hdl, tilingKey, ...)
+/// (libacl_op_compiler does), or get its handle with rtsFuncGetByEntry(hdl, tilingKey). A blob
+/// without kernel symbols: ACL_ERROR_RT_PARAM_INVALID.
 // SAFETY: the C caller's contract: `bin`, `hdl` are null or valid for what the prototype says
 // they point to.
 #[unsafe(no_mangle)]
