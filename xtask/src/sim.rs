@@ -2,8 +2,10 @@
 //!
 //! ```text
 //! DEST/ascend-toolkit/latest/lib64/  libascendcl.so libruntime.so libhccl.so libms_tools_ext.so
+//!                                    libnnopbase.so libopapi.so libopapi_math.so libcust_opapi.so
+//!                                    libacl_op_compiler.so
 //!                                    libnpu_sim_core.so (simulator-internal shared state)
-//! DEST/ascend-toolkit/latest/include/npu_sim_cann.h
+//! DEST/ascend-toolkit/latest/include/npu_sim_cann.h npu_sim_cann_ops.h
 //! DEST/driver/lib64/libascend_hal.so
 //! DEST/bin/npu-sim-app  npu-sim-app-dlopen  npu-sim-run  npu-sim-prof
 //! DEST/set_env.sh
@@ -17,13 +19,18 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 /// Cargo packages of the simulator that produce installed artifacts.
-const PACKAGES: [&str; 8] = [
+const PACKAGES: [&str; 13] = [
     "npu-sim-core",
     "npu-sim-driver",
     "npu-sim-runtime",
     "npu-sim-acl",
     "npu-sim-hccl",
     "npu-sim-mstx",
+    "npu-sim-nnopbase",
+    "npu-sim-opapi",
+    "npu-sim-opapi-math",
+    "npu-sim-cust-opapi",
+    "npu-sim-op-compiler",
     "npu-sim-run",
     "npu-sim-prof",
 ];
@@ -32,12 +39,17 @@ pub(crate) const TOOLKIT_LIB: &str = "ascend-toolkit/latest/lib64";
 pub(crate) const DRIVER_LIB: &str = "driver/lib64";
 
 /// (artifact in target/release, destination relative to the tree).
-const ARTIFACTS: [(&str, &str); 8] = [
+const ARTIFACTS: [(&str, &str); 13] = [
     ("libnpu_sim_core.so", TOOLKIT_LIB),
     ("libascendcl.so", TOOLKIT_LIB),
     ("libruntime.so", TOOLKIT_LIB),
     ("libhccl.so", TOOLKIT_LIB),
     ("libms_tools_ext.so", TOOLKIT_LIB),
+    ("libnnopbase.so", TOOLKIT_LIB),
+    ("libopapi.so", TOOLKIT_LIB),
+    ("libopapi_math.so", TOOLKIT_LIB),
+    ("libcust_opapi.so", TOOLKIT_LIB),
+    ("libacl_op_compiler.so", TOOLKIT_LIB),
     ("libascend_hal.so", DRIVER_LIB),
     ("npu-sim-run", "bin"),
     ("npu-sim-prof", "bin"),
@@ -84,6 +96,10 @@ pub(crate) fn install(dest: &Path) -> anyhow::Result<()> {
         &app_dir.join("cann.h"),
         &dest.join("ascend-toolkit/latest/include/npu_sim_cann.h"),
     )?;
+    install_file(
+        &app_dir.join("cann_ops.h"),
+        &dest.join("ascend-toolkit/latest/include/npu_sim_cann_ops.h"),
+    )?;
     build_app(&app_dir, &dest)?;
     write_if_changed(&dest.join("set_env.sh"), set_env(&dest).as_bytes())?;
     println!(
@@ -129,7 +145,8 @@ fn mtime(p: &Path) -> Option<std::time::SystemTime> {
 /// and a dlopen-only variant that links none of them.
 fn build_app(src_dir: &Path, dest: &Path) -> anyhow::Result<()> {
     let lib = dest.join(TOOLKIT_LIB);
-    let inputs = [src_dir.join("app.c"), src_dir.join("cann.h")]
+    let inputs = ["app.c", "cann.h", "eager.c", "cann_ops.h"]
+        .map(|f| src_dir.join(f))
         .into_iter()
         .chain(
             [

@@ -4,6 +4,9 @@
 //! -> rtLaunchKernelByFuncHandleV3). Errors from the runtime are returned unchanged.
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
+pub mod kernel_ext;
+mod mdl;
+pub mod op;
 mod rt;
 
 use std::ffi::{c_char, c_void};
@@ -598,6 +601,130 @@ pub unsafe extern "C" fn aclrtLaunchKernel(
             a.u64("argsData", argsData as u64)
                 .u64("argsSize", argsSize as u64)
                 .u64("stream", stream as u64);
+        },
+    )
+}
+
+// ---------------------------------------------------------------- models
+
+/// `aclError aclmdlLoadFromMem(const void *model, size_t modelSize, uint32_t *modelId)` (acl
+/// `include/external/acl/acl_mdl.h`): loads a model blob of the simulator's format (see
+/// `mdl.rs`); its tasks are captured on a model stream and filled into the driver in bulk.
+// SAFETY: the C caller's contract: `model` is null or holds `modelSize` bytes; `modelId` is null
+// or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlLoadFromMem(
+    model: *const c_void,
+    modelSize: usize,
+    modelId: *mut u32,
+) -> i32 {
+    api(
+        LIB,
+        "aclmdlLoadFromMem",
+        || {
+            if model.is_null() || modelId.is_null() || modelSize == 0 {
+                return abi::ACL_ERROR_INVALID_PARAM;
+            }
+            // SAFETY: `model` holds `modelSize` readable bytes, per the contract.
+            let blob = unsafe { std::slice::from_raw_parts(model.cast::<u8>(), modelSize) };
+            match mdl::load(blob) {
+                Ok(id) => {
+                    // SAFETY: checked non-null; the caller's out-parameter.
+                    unsafe { *modelId = id };
+                    abi::ACL_SUCCESS
+                }
+                Err(e) => e,
+            }
+        },
+        |a| {
+            a.u64("model", model as u64)
+                .u64("modelSize", modelSize as u64)
+                .u64("modelId", modelId as u64);
+            if !modelId.is_null() {
+                // SAFETY: non-null out-parameter.
+                a.u64("out_model_id", unsafe { *modelId }.into());
+            }
+        },
+    )
+}
+
+/// Runs model `modelId` on `stream` (NULL: the default stream) with `rtModelExecute`.
+fn execute(modelId: u32, stream: Stream) -> i32 {
+    let Some(m) = mdl::find(modelId) else {
+        return abi::ACL_ERROR_INVALID_PARAM;
+    };
+    // SAFETY: the model handle libruntime gave us; `stream` is the caller's.
+    unsafe { (rt().rtModelExecute)(m.model as *mut c_void, stream, 0) }
+}
+
+/// `aclError aclmdlExecute(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset
+/// *output)`: synchronous: the model-execute task on the default stream, then a synchronize.
+/// The datasets are not used (the blob's addresses are fixed).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlExecute(modelId: u32, input: *const c_void, output: *mut c_void) -> i32 {
+    api(
+        LIB,
+        "aclmdlExecute",
+        || match execute(modelId, std::ptr::null_mut()) {
+            // SAFETY: NULL is the default stream.
+            0 => unsafe { (rt().rtStreamSynchronize)(std::ptr::null_mut()) },
+            e => e,
+        },
+        |a| {
+            a.u64("modelId", modelId.into())
+                .u64("input", input as u64)
+                .u64("output", output as u64);
+        },
+    )
+}
+
+/// `aclError aclmdlExecuteAsync(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset
+/// *output, aclrtStream stream)`: one model-execute task on `stream`.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlExecuteAsync(
+    modelId: u32,
+    input: *const c_void,
+    output: *mut c_void,
+    stream: Stream,
+) -> i32 {
+    api(
+        LIB,
+        "aclmdlExecuteAsync",
+        || execute(modelId, stream),
+        |a| {
+            a.u64("modelId", modelId.into())
+                .u64("input", input as u64)
+                .u64("output", output as u64)
+                .u64("stream", stream as u64);
+        },
+    )
+}
+
+/// `aclError aclmdlUnload(uint32_t modelId)`: unbinds and destroys the model stream and model.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlUnload(modelId: u32) -> i32 {
+    api(
+        LIB,
+        "aclmdlUnload",
+        || {
+            let Some(m) = mdl::remove(modelId) else {
+                return abi::ACL_ERROR_INVALID_PARAM;
+            };
+            let (model, stream) = (m.model as *mut c_void, m.stream as *mut c_void);
+            // SAFETY: handles libruntime gave us.
+            unsafe {
+                let r = rt();
+                let a = (r.rtModelUnbindStream)(model, stream);
+                let b = (r.rtStreamDestroy)(stream);
+                let c = (r.rtModelDestroy)(model);
+                [a, b, c]
+                    .into_iter()
+                    .find(|&e| e != 0)
+                    .unwrap_or(abi::ACL_SUCCESS)
+            }
+        },
+        |a| {
+            a.u64("modelId", modelId.into());
         },
     )
 }

@@ -29,5 +29,12 @@ npu_sim_common::import_table! {
         fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *mut c_void) -> i32;
         fn rtBinaryGetFunctionByName(binHandle: *mut c_void, kernelName: *const c_char, funcHandle: *mut *mut c_void) -> i32;
         fn rtLaunchKernelByFuncHandleV3(funcHandle: *mut c_void, blockDim: u32, argsInfo: *const RtArgsEx, stm: *mut c_void, cfgInfo: *const c_void) -> i32;
+        fn rtModelCreate(mdl: *mut *mut c_void, flag: u32) -> i32;
+        fn rtModelGetId(mdl: *mut c_void, modelId: *mut u32) -> i32;
+        fn rtModelBindStream(mdl: *mut c_void, stm: *mut c_void, flag: u32) -> i32;
+        fn rtModelUnbindStream(mdl: *mut c_void, stm: *mut c_void) -> i32;
+        fn rtModelLoadComplete(mdl: *mut c_void) -> i32;
+        fn rtModelExecute(mdl: *mut c_void, stm: *mut c_void, flag: u32) -> i32;
+        fn rtModelDestroy(mdl: *mut c_void) -> i32;
     }
 }

@@ -3,9 +3,11 @@
  * loading those libraries with dlopen/dlsym as torch_npu does).
  *
  *   npu-sim-app [--dlopen] SCENARIO [options]
- *   scenarios: train | burst | alloc | collectives | faults
+ *   scenarios: train | burst | alloc | collectives | faults | graph | eager
  *   options:   --steps N --step-sleep-ms MS --bytes N --threads K --launches N --iters N
  *              --count N --device D --start-delay-ms MS --wait-file PATH
+ *              eager (c/eager.c): --ops N --seconds S --shapes N --distinct N --sync-every N
+ *              --queue-depth N --aclop-every N --kernel-scale X --no-cache --task-queue 1|2
  *
  * Ranks come from RANK / WORLD_SIZE / LOCAL_RANK (npu-sim-run sets them); rank 0 publishes the
  * HcclRootInfo in $NPU_SIM_RDZV_DIR. Every result is checked; any failure exits non-zero.
@@ -73,7 +75,7 @@ static struct {
     int steps, step_sleep_ms, threads, launches, iters, device, start_delay_ms;
     size_t bytes, count;
     const char *wait_file;
-} opt = {10, 0, 4, 2000, 100, -1, 0, 256 * 1024, 4096, NULL};
+} opt = {10, 0, 0, 2000, 100, -1, 0, 256 * 1024, 4096, NULL};
 
 static int rank, world;
 static volatile sig_atomic_t stop_requested;
@@ -131,8 +133,66 @@ static const unsigned char stub_bin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 's',
 
 struct kernels {
     aclrtFuncHandle matmul, gelu, noop, vadd;
-    void *stub_bin;
+    void *stub_bin, *all_bin;
 };
+
+static void put16(unsigned char *p, uint16_t v) { memcpy(p, &v, 2); }
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* A minimal ELF64 device binary whose symbol table lists kernels (global functions), as the
+ * runtime reads it for rtRegisterAllKernel. Returns its size (0 if `cap` is too small).
+ * Sections: 0 null, 1 .text, 2 .strtab, 3 .shstrtab, 4 .symtab. */
+static size_t build_kernel_elf(unsigned char *buf, size_t cap, const char *const *names, int n) {
+    static const char shstr[] = "\0.text\0.strtab\0.shstrtab\0.symtab";
+    size_t text = 64, text_len = 16, strtab = text + text_len, strtab_len = 1;
+    for (int i = 0; i < n; i++) strtab_len += strlen(names[i]) + 1;
+    size_t shstrtab = strtab + strtab_len, symtab = (shstrtab + sizeof shstr + 7) & ~(size_t)7;
+    size_t symtab_len = 24 * (size_t)(n + 1), shoff = (symtab + symtab_len + 7) & ~(size_t)7;
+    size_t total = shoff + 5 * 64;
+    if (total > cap) return 0;
+    memset(buf, 0, total);
+    memcpy(buf, "\x7f" "ELF\x02\x01\x01", 7);
+    put16(buf + 16, 1);           /* e_type: ET_REL */
+    put32(buf + 20, 1);           /* e_version */
+    put64(buf + 40, shoff);       /* e_shoff */
+    put16(buf + 52, 64);          /* e_ehsize */
+    put16(buf + 58, 64);          /* e_shentsize */
+    put16(buf + 60, 5);           /* e_shnum */
+    put16(buf + 62, 3);           /* e_shstrndx */
+    size_t name_off = 1;
+    for (int i = 0; i < n; i++) {
+        unsigned char *sym = buf + symtab + 24 * (size_t)(i + 1);
+        memcpy(buf + strtab + name_off, names[i], strlen(names[i]) + 1);
+        put32(sym, (uint32_t)name_off);
+        sym[4] = (1 << 4) | 2;    /* STB_GLOBAL, STT_FUNC */
+        put16(sym + 6, 1);        /* .text */
+        put64(sym + 8, (uint64_t)i * 4);
+        put64(sym + 16, 4);
+        name_off += strlen(names[i]) + 1;
+    }
+    memcpy(buf + shstrtab, shstr, sizeof shstr);
+    /* name offset in shstr, type, offset, size, link, info, entsize */
+    const uint32_t sec[5][7] = {{0},
+                                {1, 1, (uint32_t)text, (uint32_t)text_len, 0, 0, 0},
+                                {7, 3, (uint32_t)strtab, (uint32_t)strtab_len, 0, 0, 0},
+                                {15, 3, (uint32_t)shstrtab, sizeof shstr, 0, 0, 0},
+                                {25, 2, (uint32_t)symtab, (uint32_t)symtab_len, 2, 1, 24}};
+    for (int i = 1; i < 5; i++) {
+        unsigned char *sh = buf + shoff + 64 * (size_t)i;
+        put32(sh, sec[i][0]);
+        put32(sh + 4, sec[i][1]);
+        put64(sh + 24, sec[i][2]);
+        put64(sh + 32, sec[i][3]);
+        put32(sh + 40, sec[i][4]);
+        put32(sh + 44, sec[i][5]);
+        put64(sh + 56, sec[i][6]);
+    }
+    return total;
+}
+
+/* The kernels of the all-kernel binary; the trailing digits are their tiling keys. */
+static const char *const ALL_KERNELS[] = {"MatMulV2_1001", "MatMulV2_1002", "AddCustom"};
 
 static void load_kernels(struct kernels *k) {
     aclrtBinHandle aic, aiv;
@@ -146,11 +206,17 @@ static void load_kernels(struct kernels *k) {
     CHECK(A.aclrtBinaryGetFunction(aiv, "vadd_aiv", &k->vadd));
     rtDevBinary_t bin = {RT_DEV_BINARY_MAGIC_ELF, 0, stub_bin, sizeof stub_bin};
     CHECK(A.rtDevBinaryRegister(&bin, &k->stub_bin));
-    /* Tiling keys of stub_bin follow registration order: 0 softmax, 1 layernorm, 2 adam, 3 faulty. */
-    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)softmax_fwd, "softmax_fwd", "softmax_fwd", 0));
-    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)layernorm_fwd, "layernorm_fwd", "layernorm_fwd", 0));
-    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)adam_update, "adam_update", "adam_update", 0));
-    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)faulty_kernel, "faulty_kernel", "faulty_kernel", 0));
+    /* Tiling keys of stub_bin follow registration order: 0 softmax, 1 layernorm, 2 adam, 3 faulty.
+     * The kernel is named by the 4th argument (kernelInfoExt, the device function name), not by
+     * stubName, which real applications set to the host stub's name. */
+    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)softmax_fwd, "softmax_fwd_host_stub", "softmax_fwd", 0));
+    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)layernorm_fwd, "layernorm_fwd_host_stub", "layernorm_fwd", 0));
+    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)adam_update, "adam_update_host_stub", "adam_update", 0));
+    CHECK(A.rtFunctionRegister(k->stub_bin, (const void *)faulty_kernel, "faulty_kernel_host_stub", "faulty_kernel", 0));
+    static unsigned char all_elf[2048];
+    size_t all_len = build_kernel_elf(all_elf, sizeof all_elf, ALL_KERNELS, 3);
+    rtDevBinary_t all = {RT_DEV_BINARY_MAGIC_ELF, 0, all_elf, all_len};
+    CHECK(A.rtRegisterAllKernel(&all, &k->all_bin));
 }
 
 /* ------------------------------------------------------------------ HCCL setup */
@@ -260,6 +326,7 @@ static int scenario_train(void) {
         CHECK(A.aclrtLaunchKernel(k.vadd, 4, args, sizeof args, s1));
         CHECK(A.rtCpuKernelLaunch("libcpu_kernels.so", "TopKV2", 1, args, sizeof args, NULL, s1));
         CHECK(A.rtKernelLaunchWithHandleV2(k.stub_bin, 2, 32, &args_ex, NULL, s1, NULL)); /* adam_update */
+        CHECK(A.rtKernelLaunchWithHandleV2(k.all_bin, 1002, 24, &args_ex, NULL, s1, NULL)); /* MatMulV2_1002 */
         uint32_t task = 0, stream = 0;
         CHECK(A.rtGetTaskIdAndStreamID(&task, &stream));
         A.mstxDomainRangeEnd(dom, drange);
@@ -330,7 +397,7 @@ static void *burst_thread(void *p) {
 static int scenario_burst(void) {
     struct kernels k;
     load_kernels(&k);
-    int n = opt.threads > 0 ? opt.threads : 1;
+    int n = opt.threads > 0 ? opt.threads : 4;
     pthread_t *t = calloc((size_t)n, sizeof *t);
     struct burst_arg *b = calloc((size_t)n, sizeof *b);
     struct timespec t0, t1;
@@ -505,6 +572,71 @@ static int scenario_collectives(void) {
     return 0;
 }
 
+/* A model blob of the simulator's format (docs/simulator.md "Graph execution"): 64-byte entries
+ * of op (1 kernel, 2 memcpy), blockDim or copy kind, src, dst, bytes, kernel name. */
+struct graph_entry {
+    uint32_t op, arg;
+    uint64_t src, dst, bytes;
+    char name[32];
+};
+
+static size_t build_graph(unsigned char *buf, const struct graph_entry *e, uint32_t n) {
+    memcpy(buf, "NPUSIMG1", 8);
+    uint32_t version = 1;
+    memcpy(buf + 8, &version, 4);
+    memcpy(buf + 12, &n, 4);
+    memcpy(buf + 16, e, sizeof *e * n);
+    return 16 + sizeof *e * n;
+}
+
+/* Graph execution: a model of copies and kernels loaded once (its tasks go to the driver in
+ * bulk), then run per step with aclmdlExecuteAsync and once with aclmdlExecute. Each run copies
+ * a host buffer through two device buffers back to the host, which is checked. */
+static int scenario_graph(void) {
+    aclrtStream s;
+    CHECK(A.aclrtCreateStream(&s));
+    size_t bytes = opt.bytes;
+    unsigned char *h_in = host_alloc(bytes), *h_out = host_alloc(bytes);
+    void *d_a = dev_alloc(bytes), *d_b = dev_alloc(bytes);
+    const struct graph_entry e[] = {
+        {2, ACL_MEMCPY_HOST_TO_DEVICE, (uintptr_t)h_in, (uintptr_t)d_a, bytes, ""},
+        {1, 24, 0, 0, 0, "graph_matmul"},
+        {1, 8, 0, 0, 0, "graph_gelu"},
+        {2, ACL_MEMCPY_DEVICE_TO_DEVICE, (uintptr_t)d_a, (uintptr_t)d_b, bytes, ""},
+        {1, 4, 0, 0, 0, "graph_add"},
+        {2, ACL_MEMCPY_DEVICE_TO_HOST, (uintptr_t)d_b, (uintptr_t)h_out, bytes, ""},
+    };
+    static unsigned char blob[16 + sizeof e];
+    size_t len = build_graph(blob, e, sizeof e / sizeof e[0]);
+    uint32_t model = 0;
+    CHECK(A.aclmdlLoadFromMem(blob, len, &model));
+    int step;
+    for (step = 0; step <= opt.steps && !stop_requested; step++) {
+        memset(h_in, 0x30 + step, bytes);
+        memset(h_out, 0, bytes);
+        if (step < opt.steps) {
+            CHECK(A.aclmdlExecuteAsync(model, NULL, NULL, s));
+            CHECK(A.aclrtSynchronizeStream(s));
+        } else {
+            CHECK(A.aclmdlExecute(model, NULL, NULL));
+        }
+        for (size_t i = 0; i < bytes; i++)
+            if (h_out[i] != (unsigned char)(0x30 + step)) {
+                fail("graph run %d: byte %zu = %u", step, i, h_out[i]);
+                break;
+            }
+        if (opt.step_sleep_ms) sleep_ms(opt.step_sleep_ms);
+    }
+    CHECK(A.aclmdlUnload(model));
+    CHECK(A.aclrtFree(d_a));
+    CHECK(A.aclrtFree(d_b));
+    CHECK(A.aclrtFreeHost(h_in));
+    CHECK(A.aclrtFreeHost(h_out));
+    CHECK(A.aclrtDestroyStream(s));
+    printf("npu-sim-app: graph done: %d runs\n", step);
+    return 0;
+}
+
 /* An API error (real error codes for bad arguments and an injected failure) and a device fault
  * (a kernel whose CQE carries ACL_ERROR_RT_AICORE_EXCEPTION). The injections are set through
  * the documented environment variables unless the caller already set them. */
@@ -540,19 +672,23 @@ static int scenario_faults(void) {
     return 0;
 }
 
+#include "eager.c"
+
 /* ------------------------------------------------------------------ main */
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: npu-sim-app [--dlopen] train|burst|alloc|collectives|faults [--steps N] [--step-sleep-ms MS]\n"
-            "       [--bytes N] [--threads K] [--launches N] [--iters N] [--count N] [--device D]\n"
-            "       [--start-delay-ms MS] [--wait-file PATH]\n");
+            "usage: npu-sim-app [--dlopen] train|burst|alloc|collectives|faults|graph|eager [--steps N]\n"
+            "       [--step-sleep-ms MS] [--bytes N] [--threads K] [--launches N] [--iters N] [--count N]\n"
+            "       [--device D] [--start-delay-ms MS] [--wait-file PATH]\n"
+            "       eager: [--ops N] [--seconds S] [--shapes N] [--distinct N] [--sync-every N] [--queue-depth N]\n"
+            "              [--aclop-every N] [--kernel-scale X] [--no-cache] [--task-queue 1|2]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *scenario = NULL;
-    int use_dlopen = 0;
+    int use_dlopen = 0, n;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -562,6 +698,7 @@ int main(int argc, char **argv) {
         NUM("--launches", launches) NUM("--iters", iters) NUM("--device", device)
         NUM("--start-delay-ms", start_delay_ms) NUM("--bytes", bytes) NUM("--count", count)
         else if (!strcmp(a, "--wait-file") && v) { opt.wait_file = v; i++; }
+        else if ((n = eager_option(a, v)) >= 0) i += n;
         else if (a[0] != '-' && !scenario) scenario = a;
         else usage();
 #undef NUM
@@ -574,6 +711,7 @@ int main(int argc, char **argv) {
         setenv("NPU_SIM_FAIL_API", "aclrtCreateEvent:1:507899", 0);
         setenv("NPU_SIM_FAULT_KERNEL", "faulty_kernel:2", 0);
     }
+    if (!strcmp(scenario, "eager")) eager_env();
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     printf("npu-sim-app: pid=%d rank=%d world=%d device=%d scenario=%s\n", (int)getpid(), rank, world, opt.device,
@@ -597,6 +735,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(scenario, "alloc")) scenario_alloc();
     else if (!strcmp(scenario, "collectives")) scenario_collectives();
     else if (!strcmp(scenario, "faults")) scenario_faults();
+    else if (!strcmp(scenario, "graph")) scenario_graph();
+    else if (!strcmp(scenario, "eager")) scenario_eager();
     else usage();
 
     CHECK(A.aclrtResetDevice(opt.device));

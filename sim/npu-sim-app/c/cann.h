@@ -12,6 +12,7 @@ typedef void *aclrtEvent;
 typedef void *aclrtBinHandle;
 typedef void *aclrtFuncHandle;
 typedef void *rtStream_t;
+typedef struct aclmdlDataset aclmdlDataset;
 
 enum { ACL_MEMCPY_HOST_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_DEVICE_TO_DEVICE };
 enum { ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEM_MALLOC_NORMAL_ONLY };
@@ -74,10 +75,16 @@ typedef void *mstxDomainHandle_t;
     X(ACL, aclError, aclrtLaunchKernel,                                                                    \
       (aclrtFuncHandle funcHandle, uint32_t blockDim, const void *argsData, size_t argsSize,               \
        aclrtStream stream))                                                                                \
+    X(ACL, aclError, aclmdlLoadFromMem, (const void *model, size_t modelSize, uint32_t *modelId))          \
+    X(ACL, aclError, aclmdlExecute, (uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output))  \
+    X(ACL, aclError, aclmdlExecuteAsync,                                                                   \
+      (uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output, aclrtStream stream))           \
+    X(ACL, aclError, aclmdlUnload, (uint32_t modelId))                                                     \
     X(RT, rtError_t, rtGetDeviceCount, (int32_t *cnt))                                                     \
     X(RT, rtError_t, rtMalloc, (void **devPtr, uint64_t size, uint32_t type, uint16_t moduleId))           \
     X(RT, rtError_t, rtFree, (void *devPtr))                                                               \
     X(RT, rtError_t, rtDevBinaryRegister, (const rtDevBinary_t *bin, void **hdl))                          \
+    X(RT, rtError_t, rtRegisterAllKernel, (const rtDevBinary_t *bin, void **hdl))                          \
     X(RT, rtError_t, rtFunctionRegister,                                                                   \
       (void *binHandle, const void *stubFunc, const char *stubName, const void *kernelInfoExt,             \
        uint32_t funcMode))                                                                                 \

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod ops;
 pub mod prof;
 
 /// The installed simulator tree: `$NPU_SIM_HOME` (set by `cargo xtask test`), else
@@ -89,6 +90,8 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
         "NPU_SIM_TASK_ID_START",
         "NPU_SIM_STRAGGLER_MS",
         "NPU_SIM_PROF_BUF_BYTES",
+        "NPU_SIM_CHIP",
+        "NPU_SIM_TRACK_PROF",
     ] {
         c.env_remove(var);
     }
@@ -199,6 +202,10 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
             "aclrtBinaryLoadFromData",
             "aclrtBinaryGetFunction",
             "aclrtLaunchKernel",
+            "aclmdlLoadFromMem",
+            "aclmdlExecute",
+            "aclmdlExecuteAsync",
+            "aclmdlUnload",
         ],
     ),
     (
@@ -226,6 +233,7 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
             "rtMemset",
             "rtMemsetAsync",
             "rtDevBinaryRegister",
+            "rtRegisterAllKernel",
             "rtBinaryLoad",
             "rtFunctionRegister",
             "rtBinaryGetFunctionByName",
@@ -234,6 +242,13 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
             "rtLaunchKernelByFuncHandleV3",
             "rtCpuKernelLaunch",
             "rtGetTaskIdAndStreamID",
+            "rtModelCreate",
+            "rtModelGetId",
+            "rtModelBindStream",
+            "rtModelUnbindStream",
+            "rtModelLoadComplete",
+            "rtModelExecute",
+            "rtModelDestroy",
         ],
     ),
     (
@@ -270,7 +285,19 @@ pub const EXPORTS: &[(&str, &[&str])] = &[
     ),
     (
         "driver/lib64/libascend_hal.so",
-        &["halGetDeviceInfo", "halSqTaskSend", "halCqReportRecv"],
+        &[
+            "halGetDeviceInfo",
+            "halSqTaskSend",
+            "halCqReportRecv",
+            "halSqCqQuery",
+            "halResourceIdAlloc",
+            "halResourceIdFree",
+            "halSqCqAllocate",
+            "halSqCqFree",
+            "halStreamTaskFill",
+            "drvMemcpy",
+            "drvMemsetD8",
+        ],
     ),
 ];
 
@@ -287,7 +314,7 @@ pub fn clock_cnt(clock: &Value, ns: u64) -> u64 {
 /// - every api line has enter <= exit, and each nested call (depth > 0) lies inside a call one
 ///   level up on the same thread;
 /// - every task names the outermost api call (depth 0, same thread, same fn and enter time)
-///   that submitted it, was submitted inside it through a halSqTaskSend carrying its stream and
+///   that submitted it, was submitted inside it through a halSqTaskSend carrying its SQ and
 ///   task id, and started no earlier than that call;
 /// - every task has start <= end in both clocks, and its device counts match the clock line.
 pub fn check_consistency(lines: &[Value]) {
@@ -362,9 +389,32 @@ pub fn check_consistency(lines: &[Value]) {
             "{t} submitted outside {api}"
         );
         assert!(u(t, "start_ns") >= enter, "{t} started before {api}");
+        if t["model_id"].is_u64() && t["kind"] != "MODEL" {
+            // A graph task: filled into the driver in bulk at load time, run inside the
+            // model-execute task its API call sent.
+            let exec = of_type(lines, "task").into_iter().find(|m| {
+                m["kind"] == "MODEL"
+                    && m["api_fn"] == t["api_fn"]
+                    && m["api_enter_ns"] == t["api_enter_ns"]
+            });
+            let exec = exec.unwrap_or_else(|| panic!("no model-execute task for {t}"));
+            assert!(
+                u(exec, "start_ns") <= u(t, "start_ns") && u(t, "end_ns") <= u(exec, "end_ns"),
+                "{t} outside {exec}"
+            );
+            assert!(
+                lines.iter().any(|a| a["fn"] == "halStreamTaskFill"
+                    && a["args"]["stream_id"] == t["stream"]
+                    && u(a, "exit_ns") <= u(exec, "submit_ns")),
+                "{t} was never filled"
+            );
+            continue;
+        }
+        // The SQ and the header's task id name the task on both chips (950 headers carry no
+        // stream id).
         let send = calls.iter().any(|a| {
             a["fn"] == "halSqTaskSend"
-                && a["args"]["stream_id"] == t["stream"]
+                && a["args"]["sqId"] == t["sq"]
                 && a["args"]["task_id"] == t["task"]
                 && u(a, "enter_ns") >= enter
                 && u(a, "exit_ns") <= exit

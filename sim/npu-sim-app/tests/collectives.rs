@@ -1,6 +1,26 @@
 //! HCCL across rank processes: results (checked by the workload itself, which exits non-zero
 //! on a wrong value), chunked transfers, and collectives waiting for the slowest rank.
+use std::collections::BTreeMap;
+
 use npu_sim_app::*;
+use serde_json::Value;
+
+/// The tasks of each Hccl call, by (function, enter time), in submission order.
+fn collectives_of<'a>(hccl: &[&'a Value]) -> BTreeMap<(String, u64), Vec<&'a Value>> {
+    let mut m: BTreeMap<(String, u64), Vec<&Value>> = BTreeMap::new();
+    for t in hccl {
+        m.entry((
+            t["api_fn"].as_str().unwrap_or("").to_string(),
+            u(t, "api_enter_ns"),
+        ))
+        .or_default()
+        .push(t);
+    }
+    for ts in m.values_mut() {
+        ts.sort_by_key(|t| u(t, "step"));
+    }
+    m
+}
 
 fn collectives(nproc: &str, count: &str) {
     let dir = scratch_dir(&format!("coll{nproc}-{count}"));
@@ -21,11 +41,29 @@ fn collectives(nproc: &str, count: &str) {
             .into_iter()
             .filter(|t| t["kind"] == "HCCL")
             .collect();
-        assert!(
-            hccl.iter()
-                .all(|t| u(t, "status") == 0 && u(t, "sqe_type") == 13),
-            "{hccl:?}"
-        );
+        // HCCL's host expansion (910B HOST_TS): notify record (6) and wait (7) around an SDMA
+        // task (11) moving the data; 5 tasks per collective, 3 per send or receive, 2 per
+        // barrier, all attributed to the Hccl call.
+        for t in &hccl {
+            assert_eq!(u(t, "status"), 0, "{t}");
+            let want = match u(t, "step") {
+                0 | 3 => 6,
+                1 | 4 => 7,
+                _ => 11,
+            };
+            assert_eq!(u(t, "sqe_type"), want, "{t}");
+            assert_eq!(t["name"], t["api_fn"], "{t}");
+        }
+        for (call, tasks) in collectives_of(&hccl) {
+            let n = match call.0.as_str() {
+                "HcclBarrier" => 2,
+                "HcclSend" | "HcclRecv" => 3,
+                _ => 5,
+            };
+            assert_eq!(tasks.len(), n, "{call:?}");
+            let data: Vec<_> = tasks.iter().filter(|t| u(t, "sqe_type") == 11).collect();
+            assert!(data.iter().all(|t| u(t, "bytes") > 0), "{call:?}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -64,20 +102,27 @@ fn a_collective_waits_for_the_straggler() {
             .into_iter()
             .filter(|t| t["kind"] == "HCCL")
             .collect();
+        let calls = collectives_of(&hccl);
         let straggler = !lines.iter().any(|l| l["fn"] == "HcclGetRootInfo");
         if straggler {
-            // Rank 1's device idles 40 ms before each collective starts: a lower bound that
-            // holds however loaded the machine is.
-            for t in &hccl {
+            // Rank 1's device idles 40 ms before each collective's first task starts: a lower
+            // bound that holds however loaded the machine is.
+            for tasks in calls.values() {
+                let first = tasks[0];
                 assert!(
-                    u(t, "start_ns") >= u(t, "submit_ns") + 40_000_000,
-                    "straggler started early: {t}"
+                    u(first, "start_ns") >= u(first, "submit_ns") + 40_000_000,
+                    "straggler started early: {first}"
                 );
             }
         }
         per_rank.push(
-            hccl.iter()
-                .map(|t| (u(t, "start_ns"), u(t, "end_ns")))
+            calls
+                .values()
+                .map(|ts| {
+                    let start = ts.iter().map(|t| u(t, "start_ns")).min().unwrap();
+                    let end = ts.iter().map(|t| u(t, "end_ns")).max().unwrap();
+                    (start, end)
+                })
                 .collect(),
         );
     }

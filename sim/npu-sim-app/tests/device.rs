@@ -1,5 +1,6 @@
-//! The device model: in-order streams, concurrency bounded by cores, event waits, 16-bit
-//! task-id wrap, sync APIs waiting for their task, injected faults.
+//! The device model: in-order streams, concurrency bounded by cores, event waits, task ids
+//! wrapping at 65535, the STARS completion path (SQ head, CQEs only where asked for, received on
+//! API threads), synchronous copies as driver calls, injected faults.
 use std::collections::BTreeMap;
 
 use npu_sim_app::*;
@@ -40,7 +41,7 @@ fn streams_run_in_order_and_concurrently_within_the_core_limit() {
                 w[1]
             );
             assert_eq!(
-                (u(w[0], "task") + 1) % 65536,
+                (u(w[0], "task") + 1) % 65535,
                 u(w[1], "task"),
                 "task ids are consecutive"
             );
@@ -88,24 +89,69 @@ fn event_waits_follow_their_records_and_sync_apis_wait() {
             "wait {w} ended before record {rec}"
         );
     }
-    // Synchronous copies and memsets finish inside their API call.
-    for t in tasks.iter().filter(|t| t["async"] == false) {
-        let api = lines
-            .iter()
-            .find(|a| {
-                a["type"] == "api" && a["fn"] == t["api_fn"] && a["enter_ns"] == t["api_enter_ns"]
-            })
-            .unwrap();
-        assert!(
-            u(t, "end_ns") <= u(api, "exit_ns"),
-            "sync task {t} outlives {api}"
-        );
+    // Synchronous copies and memsets are driver calls inside their API call: no task.
+    for t in &tasks {
+        let f = t["api_fn"].as_str().unwrap_or("");
+        assert!(!["aclrtMemcpy", "aclrtMemset"].contains(&f), "{t}");
+    }
+    for (outer, drv) in [("aclrtMemcpy", "drvMemcpy"), ("aclrtMemset", "drvMemsetD8")] {
+        let calls: Vec<_> = lines.iter().filter(|l| l["fn"] == outer).collect();
+        assert!(!calls.is_empty(), "no {outer}");
+        for c in calls {
+            assert!(
+                lines.iter().any(|l| l["fn"] == drv
+                    && l["tid"] == c["tid"]
+                    && u(l, "enter_ns") >= u(c, "enter_ns")
+                    && u(l, "exit_ns") <= u(c, "exit_ns")),
+                "{outer} without {drv}: {c}"
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
-fn task_ids_wrap_at_16_bits() {
+fn completion_entries_only_where_the_runtime_asks_for_them() {
+    let dir = scratch_dir("cqes");
+    run_ok(sim_command("npu-sim-app", &dir).args(["train", "--steps", "3"]));
+    run_ok(sim_command("npu-sim-app", &dir).arg("faults"));
+    let truth = read_truth(&dir);
+    let mut synced = 0;
+    for lines in truth.values() {
+        check_consistency(lines);
+        for t in of_type(lines, "task") {
+            let record = t["name"] == "EVENT_RECORD";
+            // Event records (RT_EVENT_TIME_LINE) and synchronize records ask for a CQE; ordinary
+            // tasks only write one when they fail.
+            assert_eq!(t["wr_cqe"], record, "{t}");
+            assert_eq!(t["cqe"] == true, record || u(t, "status") != 0, "{t}");
+            if t["sync_flag"] == true {
+                synced += 1;
+                assert_eq!(
+                    u(t, "sqe_type"),
+                    3,
+                    "a synchronize record is a place holder: {t}"
+                );
+                assert_eq!(t["api_fn"], "aclrtSynchronizeStream", "{t}");
+            }
+        }
+        // Completion entries are received on API threads, inside the calls that wait.
+        for a in lines.iter().filter(|l| l["fn"] == "halCqReportRecv") {
+            assert!(u(a, "depth") > 0, "{a}");
+            assert_eq!(a["args"]["type"], 2, "DRV_LOGIC_TYPE: {a}");
+            assert!(u(&a["args"], "cqe_num") <= 32, "{a}");
+        }
+        assert!(
+            lines.iter().any(|l| l["fn"] == "halSqCqQuery"),
+            "no SQ head reads"
+        );
+    }
+    assert!(synced > 0, "no stream synchronize needed its record task");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn task_ids_wrap_at_65535() {
     let dir = scratch_dir("wrap");
     run_ok(
         sim_command("npu-sim-app", &dir)
@@ -123,25 +169,63 @@ fn task_ids_wrap_at_16_bits() {
             "every stream starts at NPU_SIM_TASK_ID_START"
         );
         for w in ts.windows(2) {
-            assert_eq!((u(w[0], "task") + 1) % 65536, u(w[1], "task"));
-            if u(w[0], "task") == 65535 {
+            assert_eq!((u(w[0], "task") + 1) % 65535, u(w[1], "task"));
+            assert_ne!(
+                u(w[1], "task"),
+                65535,
+                "(last + 1) % 0xFFFF never gives 65535"
+            );
+            if u(w[0], "task") == 65534 {
                 assert_eq!(u(w[1], "task"), 0);
                 wrapped += 1;
             }
         }
     }
     assert!(wrapped >= 2, "streams wrapped");
-    // rtGetTaskIdAndStreamID reports the thread's last task.
+    // rtGetTaskIdAndStreamID reports the thread's last task with its flip count:
+    // (flip << 16) | task id.
     for a in lines.iter().filter(|l| l["fn"] == "rtGetTaskIdAndStreamID") {
         let (task, stream) = (&a["args"]["out_task_id"], &a["args"]["out_stream_id"]);
         let last = lines
             .iter()
             .filter(|l| {
-                l["type"] == "task" && l["tid"] == a["tid"] && u(l, "submit_ns") < u(a, "enter_ns")
+                l["type"] == "task"
+                    && l["kind"] != "FLIP"
+                    && l["tid"] == a["tid"]
+                    && u(l, "submit_ns") < u(a, "enter_ns")
             })
             .max_by_key(|l| u(l, "submit_ns"))
             .unwrap();
-        assert_eq!((&last["task"], &last["stream"]), (task, stream));
+        assert_eq!((&last["prof_task_id"], &last["stream"]), (task, stream));
+    }
+    // After 65534 the runtime sends a flip task (a place holder with task_type 98) with the
+    // next id, 0, and the stream's incremented flip count; later tasks carry that count.
+    let flips: Vec<_> = of_type(lines, "task")
+        .into_iter()
+        .filter(|t| t["kind"] == "FLIP")
+        .collect();
+    assert!(!flips.is_empty(), "no flip task");
+    for f in &flips {
+        assert_eq!(
+            (u(f, "task"), u(f, "sqe_type"), u(f, "flip")),
+            (0, 3, 1),
+            "{f}"
+        );
+        assert_eq!(u(f, "prof_task_id"), 1 << 16);
+        let before = lines
+            .iter()
+            .filter(|l| {
+                l["type"] == "task"
+                    && l["stream"] == f["stream"]
+                    && u(l, "submit_ns") < u(f, "submit_ns")
+            })
+            .max_by_key(|l| u(l, "submit_ns"))
+            .expect("a task before the flip task");
+        assert_eq!(
+            (u(before, "task"), u(before, "flip")),
+            (65534, 0),
+            "{before}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

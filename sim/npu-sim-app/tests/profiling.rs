@@ -38,12 +38,20 @@ fn check_complete(end: &ProfEnd, truth_dir: &Path) -> Vec<RecordKey> {
             (recs.len() as u64, recs.len() as u64, 0)
         );
     }
-    for r in &end.records {
-        assert_eq!(
-            u(r, "acsq_id"),
-            u(r, "stream"),
-            "acsqId is the SQ, i.e. the stream: {r}"
-        );
+    // acsqId is the driver's SQ id (10 bits), not the stream id.
+    let sq_of: std::collections::BTreeMap<(u64, u64, u64), u64> = truth
+        .values()
+        .flat_map(|l| of_type(l, "task"))
+        .map(|t| {
+            (
+                (u(t, "device"), u(t, "stream"), u(t, "start_cnt")),
+                u(t, "sq"),
+            )
+        })
+        .collect();
+    for r in end.records.iter().filter(|r| u(r, "func_type") == 0) {
+        let sq = sq_of[&(u(r, "device"), u(r, "stream"), u(r, "timestamp"))];
+        assert_eq!(u(r, "acsq_id"), sq & 0x3ff, "{r}");
     }
     want
 }
@@ -88,7 +96,7 @@ fn every_task_of_every_process_is_one_begin_and_one_end_record() {
     let types: std::collections::BTreeSet<u64> = want.iter().map(|k| k.5).collect();
     assert_eq!(
         types.into_iter().collect::<Vec<_>>(),
-        [0, 1, 2, 4, 5, 11, 12, 13]
+        [0, 1, 3, 4, 5, 6, 7, 11]
     );
     for bit in [0x1000, 0x2000] {
         assert!(
@@ -189,7 +197,7 @@ fn wrapped_task_ids_decode_to_the_truth() {
     );
     let want = check_complete(&profiler.stop(), &truth);
     let tasks: Vec<u64> = want.iter().map(|k| k.3).collect();
-    assert!(tasks.contains(&65535) && tasks.contains(&0), "ids wrapped");
+    assert!(tasks.contains(&65534) && tasks.contains(&0), "ids wrapped");
     assert!(
         tasks.iter().any(|t| t & 0xe000 != 0),
         "ids with the top bits set"

@@ -26,20 +26,27 @@ fn two_rank_train_writes_consistent_truth() {
         for kind in ["KERNEL", "MEMCPY", "MEMSET", "HCCL", "EVENT"] {
             assert!(tasks.iter().any(|t| t["kind"] == kind), "no {kind} task");
         }
-        // Kernels of every engine, named as registered.
-        for (name, sqe_type) in [
-            ("matmul_fwd", 0),
-            ("softmax_fwd", 0),
-            ("adam_update", 0),
-            ("vadd_aiv", 2),
-            ("TopKV2", 1),
+        // Kernels of every engine, named as registered; on 910B AI Core and AI Vector kernels
+        // are both FFTS SQEs (type 0), AI CPU kernels type 1.
+        for (name, sqe_type, engine) in [
+            ("matmul_fwd", 0, "AIC"),
+            ("softmax_fwd", 0, "AIC"),
+            ("adam_update", 0, "AIC"),
+            ("vadd_aiv", 0, "AIV"),
+            ("TopKV2", 1, "AICPU"),
         ] {
             assert!(
-                tasks
-                    .iter()
-                    .any(|t| t["name"] == name && t["sqe_type"] == sqe_type),
+                tasks.iter().any(|t| t["name"] == name
+                    && t["sqe_type"] == sqe_type
+                    && t["engine"] == engine),
                 "no {name} task"
             );
+        }
+        // A memset is SDMA copies on 910B: the first H2D from a host buffer of the value.
+        let memsets: Vec<_> = tasks.iter().filter(|t| t["kind"] == "MEMSET").collect();
+        assert!(!memsets.is_empty());
+        for m in memsets {
+            assert_eq!((u(m, "sqe_type"), u(m, "copy_kind")), (11, 1), "{m}");
         }
         // Every task of a kernel launch comes from the launching API, handle or stub path.
         for t in tasks.iter().filter(|t| t["kind"] == "KERNEL") {
@@ -100,7 +107,7 @@ fn every_export_is_a_dynamic_symbol() {
 #[test]
 fn workloads_reach_every_export_with_consistent_truth() {
     let dir = scratch_dir("all");
-    let runs: [&[&str]; 6] = [
+    let runs: [&[&str]; 7] = [
         &["npu-sim-app", "train", "--steps", "2"],
         &[
             "npu-sim-app",
@@ -112,6 +119,7 @@ fn workloads_reach_every_export_with_consistent_truth() {
         ],
         &["npu-sim-app", "alloc", "--iters", "40"],
         &["npu-sim-app", "faults"],
+        &["npu-sim-app", "graph", "--steps", "1"],
         &["npu-sim-app-dlopen", "train", "--steps", "1"],
         &[
             "npu-sim-run",
@@ -128,7 +136,7 @@ fn workloads_reach_every_export_with_consistent_truth() {
         run_ok(sim_command(args[0], &dir).args(&args[1..]));
     }
     let truth = read_truth(&dir);
-    assert_eq!(truth.len(), 7);
+    assert_eq!(truth.len(), 8);
     let mut called = BTreeSet::new();
     for lines in truth.values() {
         check_consistency(lines);
@@ -174,6 +182,26 @@ fn api_lines_record_arguments_and_out_pointers() {
         .find(|l| l["fn"] == "rtKernelLaunch")
         .expect("rtKernelLaunch");
     assert_eq!(launch["args"]["kernel_name"], "softmax_fwd");
+    // rtFunctionRegister names the kernel by kernelInfoExt (the device function name), which
+    // the app makes differ from stubName.
+    let reg = lines
+        .iter()
+        .find(|l| l["fn"] == "rtFunctionRegister" && l["args"]["kernel_name"] == "softmax_fwd")
+        .expect("rtFunctionRegister");
+    assert_eq!(reg["args"]["stubName"], "softmax_fwd_host_stub");
+    // rtRegisterAllKernel registers every kernel symbol of the ELF, keyed by its trailing
+    // digits: tiling key 1002 launches MatMulV2_1002.
+    let all = lines
+        .iter()
+        .find(|l| l["fn"] == "rtRegisterAllKernel")
+        .expect("rtRegisterAllKernel");
+    assert_eq!(all["args"]["kernel_count"], 3);
+    assert!(
+        of_type(lines, "task")
+            .iter()
+            .any(|t| t["name"] == "MatMulV2_1002" && t["api_fn"] == "rtKernelLaunchWithHandleV2"),
+        "no MatMulV2_1002 task"
+    );
     let copy = lines
         .iter()
         .find(|l| l["fn"] == "aclrtMemcpyAsync")
@@ -190,5 +218,114 @@ fn api_lines_record_arguments_and_out_pointers() {
         .expect("mstxRangeStartA");
     assert_eq!(range["args"]["message"], "step 0");
     assert!(u(range, "ret") > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// (device, id) -> [(pid, from_ns, to_ns)]: who held a driver id when.
+type Held = std::collections::BTreeMap<(u64, u64), Vec<(u64, u64, u64)>>;
+
+/// Intervals during which each process held a driver id of one kind, from the alloc and free
+/// calls in its truth.
+fn held_ids(
+    truth: &std::collections::BTreeMap<u64, Vec<serde_json::Value>>,
+    alloc: &str,
+    free: &str,
+    ty: u64,
+    out_key: &str,
+    in_key: &str,
+) -> Held {
+    let mut held = Held::default();
+    for (pid, lines) in truth {
+        let end = lines
+            .iter()
+            .filter_map(|l| l["exit_ns"].as_u64())
+            .max()
+            .unwrap_or(u64::MAX);
+        for a in lines
+            .iter()
+            .filter(|l| l["fn"] == alloc && l["ret"] == 0 && l["args"]["type"] == ty)
+        {
+            let (dev, id) = (u(&a["args"], "devId"), u(&a["args"], out_key));
+            let until = lines
+                .iter()
+                .filter(|f| {
+                    f["fn"] == free
+                        && f["args"]["type"] == ty
+                        && u(&f["args"], "devId") == dev
+                        && u(&f["args"], in_key) == id
+                        && u(f, "enter_ns") >= u(a, "exit_ns")
+                })
+                .map(|f| u(f, "enter_ns"))
+                .min()
+                .unwrap_or(end);
+            held.entry((dev, id))
+                .or_default()
+                .push((*pid, u(a, "enter_ns"), until));
+        }
+    }
+    held
+}
+
+#[test]
+fn stream_and_sq_ids_are_the_drivers_and_device_wide() {
+    let dir = scratch_dir("ids");
+    // Two processes on device 0 of one simulated host at the same time.
+    let mut train = sim_command("npu-sim-app", &dir)
+        .args(["train", "--steps", "4", "--step-sleep-ms", "20"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("npu-sim-app");
+    run_ok(sim_command("npu-sim-app", &dir).args(["burst", "--threads", "3", "--launches", "300"]));
+    assert!(train.wait().expect("train").success());
+    let truth = read_truth(&dir);
+    assert_eq!(truth.len(), 2);
+    for (what, alloc, free, ty, out_key, in_key) in [
+        (
+            "stream",
+            "halResourceIdAlloc",
+            "halResourceIdFree",
+            0,
+            "resourceId",
+            "resourceId",
+        ),
+        ("SQ", "halSqCqAllocate", "halSqCqFree", 0, "sqId", "sqId"),
+        (
+            "logic CQ",
+            "halSqCqAllocate",
+            "halSqCqFree",
+            2,
+            "cqId",
+            "cqId",
+        ),
+    ] {
+        let held = held_ids(&truth, alloc, free, ty, out_key, in_key);
+        assert!(!held.is_empty(), "no {what} ids");
+        for ((dev, id), spans) in &held {
+            for (i, a) in spans.iter().enumerate() {
+                for b in &spans[i + 1..] {
+                    let overlap = a.1 < b.2 && b.1 < a.2;
+                    assert!(
+                        a.0 == b.0 || !overlap,
+                        "{what} {id} of device {dev} held by {a:?} and {b:?} at once"
+                    );
+                }
+            }
+        }
+    }
+    for lines in truth.values() {
+        check_consistency(lines);
+        for t in of_type(lines, "task") {
+            assert_ne!(u(t, "sq"), u(t, "stream"), "SQ ids are not stream ids: {t}");
+            // Every task's SQ was allocated for its stream.
+            assert!(
+                lines.iter().any(|a| a["fn"] == "halSqCqAllocate"
+                    && a["args"]["type"] == 0
+                    && a["args"]["stream_id"] == t["stream"]
+                    && a["args"]["sqId"] == t["sq"]),
+                "{t}"
+            );
+        }
+    }
+    npu_sim_app::prof::remove_host(&test_host());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -22,3 +22,17 @@ pub fn string(name: &str) -> Option<String> {
 pub fn device_count() -> u32 {
     parse("NPU_SIM_DEVICE_COUNT", 8u32).clamp(1, 64)
 }
+
+/// The simulated chip (`NPU_SIM_CHIP`: `910B`, the default, or `950`).
+pub fn chip() -> crate::abi::Chip {
+    use crate::abi::Chip;
+    static C: std::sync::OnceLock<Chip> = std::sync::OnceLock::new();
+    *C.get_or_init(|| match string("NPU_SIM_CHIP").as_deref() {
+        None | Some("910B") | Some("910b") => Chip::Ascend910B,
+        Some("950") => Chip::Ascend950,
+        Some(v) => {
+            eprintln!("npu-sim: ignoring NPU_SIM_CHIP={v:?}: not 910B or 950");
+            Chip::Ascend910B
+        }
+    })
+}

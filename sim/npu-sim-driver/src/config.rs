@@ -12,7 +12,7 @@ pub(crate) struct Config {
     /// Tasks a device executes at once, across streams (`NPU_SIM_CORES`).
     pub cores: u32,
     /// SQEs an SQ holds before `halSqTaskSend` blocks (`NPU_SIM_SQ_DEPTH`).
-    pub sq_depth: usize,
+    pub sq_depth: u32,
     /// Multiplier on every modelled duration (`NPU_SIM_TIME_SCALE`).
     pub time_scale: f64,
     /// Per-kernel-name base durations in µs (`NPU_SIM_KERNEL_US=name=us,...`).
@@ -27,6 +27,8 @@ pub(crate) struct Config {
     pub host: String,
     /// Bytes of a profiling channel buffer started by this process (`NPU_SIM_PROF_BUF_BYTES`).
     pub prof_buf_bytes: u64,
+    /// The simulated chip (`NPU_SIM_CHIP`).
+    pub chip: npu_sim_common::abi::Chip,
 }
 
 pub(crate) fn get() -> &'static Config {
@@ -34,7 +36,7 @@ pub(crate) fn get() -> &'static Config {
     C.get_or_init(|| Config {
         device_count: env::device_count(),
         cores: env::parse("NPU_SIM_CORES", 4u32).clamp(1, 64),
-        sq_depth: env::parse("NPU_SIM_SQ_DEPTH", 1024usize).max(1),
+        sq_depth: env::parse("NPU_SIM_SQ_DEPTH", 1024u32).clamp(2, 65535),
         time_scale: env::parse("NPU_SIM_TIME_SCALE", 1.0f64).max(0.0),
         kernel_us: env::string("NPU_SIM_KERNEL_US")
             .map(|v| parse_kernel_us(&v))
@@ -45,6 +47,7 @@ pub(crate) fn get() -> &'static Config {
         straggler_ms: env::parse("NPU_SIM_STRAGGLER_MS", 0u64),
         host: host_name(env::string("NPU_SIM_HOST").as_deref().unwrap_or("default")),
         prof_buf_bytes: env::parse("NPU_SIM_PROF_BUF_BYTES", DEFAULT_PROF_BUF_BYTES),
+        chip: env::chip(),
         clock: Clock {
             // Bounded so the count fits comfortably in the clock's 128-bit arithmetic.
             freq_hz: env::parse("NPU_SIM_DEV_FREQ_HZ", 50_000_000u64).clamp(1000, 10_000_000_000),
@@ -54,6 +57,14 @@ pub(crate) fn get() -> &'static Config {
                 .unwrap_or(35.0),
         },
     })
+}
+
+impl Config {
+    /// The chip as it appears in shared-memory names: processes simulating different chips on
+    /// one simulated host do not share devices.
+    pub(crate) fn chip_tag(&self) -> &'static str {
+        self.chip.tag()
+    }
 }
 
 /// The real driver's channel buffer: 4 MiB less its 4 KiB head (`prof_buff_init`).

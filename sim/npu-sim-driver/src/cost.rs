@@ -1,5 +1,5 @@
 //! How long a task occupies the device. Every figure is multiplied by `NPU_SIM_TIME_SCALE`.
-use npu_sim_common::abi::{self, sqe_type};
+use npu_sim_common::abi::{self, engine};
 
 use crate::config::Config;
 
@@ -45,11 +45,11 @@ const LINK_BANDWIDTH: f64 = 50_000.0;
 const HCCL_LATENCY_US: f64 = 8.0;
 
 /// Base duration of kernel `name` for one wave.
-pub(crate) fn kernel_base_us(cfg: &Config, ty: u8, name: &str) -> f64 {
+pub(crate) fn kernel_base_us(cfg: &Config, eng: u32, name: &str) -> f64 {
     if let Some(us) = cfg.kernel_us.get(name) {
         return *us;
     }
-    if ty == sqe_type::AICPU {
+    if eng == engine::AICPU {
         return AICPU_KERNEL_US;
     }
     let lower = name.to_ascii_lowercase();
@@ -60,11 +60,11 @@ pub(crate) fn kernel_base_us(cfg: &Config, ty: u8, name: &str) -> f64 {
 }
 
 /// A kernel of `block_dim` blocks.
-pub(crate) fn kernel_ns(cfg: &Config, ty: u8, name: &str, block_dim: u16) -> u64 {
+pub(crate) fn kernel_ns(cfg: &Config, eng: u32, name: &str, block_dim: u16) -> u64 {
     let waves = u64::from(block_dim.max(1)).div_ceil(AICORE_NUM) as f64;
     scaled(
         cfg,
-        TASK_OVERHEAD_US + kernel_base_us(cfg, ty, name) * waves,
+        TASK_OVERHEAD_US + kernel_base_us(cfg, eng, name) * waves,
     )
 }
 
@@ -73,6 +73,12 @@ pub(crate) fn memcpy_ns(cfg: &Config, kind: u32, bytes: u64) -> u64 {
         cfg,
         TASK_OVERHEAD_US + 1.0 + bytes as f64 / copy_bandwidth(kind),
     )
+}
+
+/// A synchronous driver copy (`drvMemcpy`): the driver does not know the direction, so every
+/// byte goes at the host link's rate.
+pub(crate) fn dma_ns(cfg: &Config, bytes: u64) -> u64 {
+    memcpy_ns(cfg, abi::RT_MEMCPY_HOST_TO_DEVICE, bytes)
 }
 
 pub(crate) fn memset_ns(cfg: &Config, bytes: u64) -> u64 {

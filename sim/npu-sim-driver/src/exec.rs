@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use npu_sim_common::abi::{self, sqe_off, sqe_type};
+use npu_sim_common::abi::{self, annot, kind, pl};
 use npu_sim_common::time::monotonic_ns;
 
 use crate::config::Config;
@@ -11,70 +11,98 @@ use crate::cost;
 use crate::prof::emit;
 use crate::task::{Outcome, Task, name_of};
 
-/// The device-side function libhccl puts in an HCCL SQE: runs the exchange, returns a CQE error.
-type HcclExec = unsafe extern "C" fn(ctx: u64) -> u32;
+/// A device-side function a library put in an SQE (libhccl's collective steps): runs on the
+/// core, returns a CQE error code.
+type DeviceCall = unsafe extern "C" fn(ctx: u64) -> u32;
+
+/// Calls the device function in `fn_addr` with `ctx`; 507000 for a null function.
+fn call(fn_addr: u64, ctx: u64) -> u32 {
+    if fn_addr == 0 {
+        return abi::ACL_ERROR_RT_INTERNAL_ERROR as u32;
+    }
+    // SAFETY: the submitting library put a function of type `DeviceCall` and its context in
+    // this SQE, for exactly one execution.
+    unsafe {
+        let f = std::mem::transmute::<usize, DeviceCall>(fn_addr as usize);
+        f(ctx)
+    }
+}
+
+/// Whether `task` is an SDMA task on its chip (the same type, 11, on v100 and v2).
+fn is_sdma(task: &Task) -> bool {
+    task.sqe.ty() == abi::v100::SDMA
+}
 
 /// Runs `task` on a core of device `dev`. Its begin and end times go through `prof::emit`,
 /// which logs them on the device's profiling channel when that is on.
 pub(crate) fn run(dev: u32, cfg: &Config, task: &Task) -> Outcome {
     let sqe = &task.sqe;
-    if sqe.ty() == sqe_type::HCCL && cfg.straggler_ms > 0 {
-        // A straggler's device is late to every collective: idle time before the task starts.
+    let k = sqe.kind();
+    if k == kind::HCCL && sqe.u32_at(pl::HCCL_STEP) == 0 && cfg.straggler_ms > 0 {
+        // A straggler's device is late to every collective: idle time before its first task.
         std::thread::sleep(std::time::Duration::from_millis(cfg.straggler_ms));
     }
     let start_ns = emit::stamp(dev, cfg, task, abi::STARS_FUNC_TYPE_BEGIN);
     let mut status = 0u32;
-    let busy_until = match sqe.ty() {
-        ty @ (sqe_type::AICORE | sqe_type::AICPU | sqe_type::AIV) => {
-            let name = name_of(sqe, sqe_off::KERNEL_NAME);
+    let busy_until = match k {
+        kind::KERNEL => {
+            let name = name_of(sqe, annot::NAME);
             if kernel_faults(cfg, &name) {
                 status = abi::ACL_ERROR_RT_AICORE_EXCEPTION as u32;
             }
-            start_ns + cost::kernel_ns(cfg, ty, &name, sqe.block_dim())
+            let engine = sqe.u32_at(pl::KERNEL_ENGINE);
+            start_ns + cost::kernel_ns(cfg, engine, &name, sqe.block_dim())
         }
-        sqe_type::SDMA => {
-            let (src, dst) = (sqe.u64_at(sqe_off::COPY_SRC), sqe.u64_at(sqe_off::COPY_DST));
-            let bytes = sqe.u64_at(sqe_off::COPY_BYTES);
-            if src == 0 || dst == 0 {
-                status = abi::ACL_ERROR_RT_INTERNAL_ERROR as u32;
-            } else {
-                // SAFETY: the runtime validated both ranges; device memory is host memory.
-                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes as usize) };
+        kind::MEMCPY | kind::MEMSET | kind::HCCL if is_sdma(task) => {
+            let (a, b) = (sqe.u64_at(pl::COPY_SRC), sqe.u64_at(pl::COPY_DST));
+            let bytes = sqe.u64_at(pl::COPY_BYTES);
+            match sqe.u32_at(pl::SDMA_OP) {
+                abi::SDMA_OP_CALL => {
+                    status = call(a, b);
+                    // The transfer starts once the exchange saw every rank arrive.
+                    monotonic_ns() + cost::hccl_ns(cfg, bytes, sqe.u32_at(annot::AUX))
+                }
+                abi::SDMA_OP_FILL => {
+                    if b == 0 {
+                        status = abi::ACL_ERROR_RT_INTERNAL_ERROR as u32;
+                    } else {
+                        let value = sqe.u32_at(pl::FILL_VALUE) as u8;
+                        // SAFETY: the runtime validated the range.
+                        unsafe { std::ptr::write_bytes(b as *mut u8, value, bytes as usize) };
+                    }
+                    start_ns + cost::memset_ns(cfg, bytes)
+                }
+                _ => {
+                    if a == 0 || b == 0 {
+                        status = abi::ACL_ERROR_RT_INTERNAL_ERROR as u32;
+                    } else {
+                        // SAFETY: the runtime validated both ranges; device memory is host
+                        // memory.
+                        unsafe { std::ptr::copy(a as *const u8, b as *mut u8, bytes as usize) };
+                    }
+                    start_ns + cost::memcpy_ns(cfg, sqe.u32_at(pl::COPY_KIND), bytes)
+                }
             }
-            start_ns + cost::memcpy_ns(cfg, sqe.u32_at(sqe_off::COPY_KIND), bytes)
         }
-        sqe_type::MEMSET => {
-            let (ptr, bytes) = (sqe.u64_at(sqe_off::SET_PTR), sqe.u64_at(sqe_off::SET_BYTES));
-            if ptr == 0 {
-                status = abi::ACL_ERROR_RT_INTERNAL_ERROR as u32;
-            } else {
-                let value = sqe.u32_at(sqe_off::SET_VALUE) as u8;
-                // SAFETY: the runtime validated the range.
-                unsafe { std::ptr::write_bytes(ptr as *mut u8, value, bytes as usize) };
-            }
-            start_ns + cost::memset_ns(cfg, bytes)
-        }
-        sqe_type::HCCL => {
-            let exec = sqe.u64_at(sqe_off::HCCL_EXEC);
-            if exec == 0 {
-                status = abi::ACL_ERROR_RT_INTERNAL_ERROR as u32;
-            } else {
-                // SAFETY: libhccl put a function of type `HcclExec` and its context here.
-                status = unsafe {
-                    let f = std::mem::transmute::<usize, HcclExec>(exec as usize);
-                    f(sqe.u64_at(sqe_off::HCCL_CTX))
-                };
-            }
-            // The transfer starts once the exchange saw every rank arrive.
-            monotonic_ns()
-                + cost::hccl_ns(
-                    cfg,
-                    sqe.u64_at(sqe_off::HCCL_BYTES),
-                    sqe.u32_at(sqe_off::HCCL_NRANKS),
-                )
+        kind::HCCL => {
+            // A notify record or wait of a collective: libhccl's step on the device.
+            status = call(sqe.u64_at(pl::CALL_FN), sqe.u64_at(pl::CALL_CTX));
+            monotonic_ns().max(start_ns + cost::event_ns(cfg))
         }
         _ => start_ns + cost::event_ns(cfg),
     };
+    finish(dev, cfg, task, start_ns, busy_until, status)
+}
+
+/// Holds the core until `busy_until`, then stamps the end.
+pub(crate) fn finish(
+    dev: u32,
+    cfg: &Config,
+    task: &Task,
+    start_ns: u64,
+    busy_until: u64,
+    status: u32,
+) -> Outcome {
     sleep_until(busy_until);
     let error_type = if status == 0 {
         abi::CQE_ERROR_TYPE_NONE
@@ -105,7 +133,7 @@ fn kernel_faults(cfg: &Config, name: &str) -> bool {
     *nth == 0 || *nth == *count
 }
 
-fn sleep_until(deadline_ns: u64) {
+pub(crate) fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,

@@ -4,12 +4,22 @@
 use std::ffi::{CStr, c_char};
 use std::sync::Arc;
 
-use npu_sim_common::abi::{self, Sqe};
+use npu_sim_common::abi::{self, Chip, Sqe, kind};
 
 /// A queued task and where it came from.
 pub(crate) struct Task {
     pub sqe: Sqe,
+    /// The task's stream: the header's on v100 (flag bits cleared), the SQ's on v2.
+    pub stream: u16,
+    /// The header's task id (16 bits on v100, 32 on v2).
+    pub task_id: u32,
+    /// The header's stream id carried RT_SYNC_TASK_FLAG.
+    pub sync_flag: bool,
+    /// The model whose execution replays this task (graph tasks filled by halStreamTaskFill).
+    pub model: Option<u16>,
     pub sq_id: u32,
+    /// Position of the SQE in its SQ.
+    pub pos: u32,
     pub submit_ns: u64,
     /// Submitting thread.
     pub tid: u32,
@@ -44,4 +54,14 @@ pub(crate) fn name_of(sqe: &Sqe, off: usize) -> String {
     }
     // SAFETY: the runtime and libhccl only put pointers to immortal C strings in SQEs.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// An event wait (EVENT_WAIT on v100, NOTIFY_WAIT on v2).
+pub(crate) fn is_event_wait(chip: Chip, sqe: &Sqe) -> bool {
+    sqe.kind() == kind::EVENT && sqe.ty() == chip.event_wait_type()
+}
+
+/// An event record, including the record stream synchronize sends (a place holder).
+pub(crate) fn is_event_record(chip: Chip, sqe: &Sqe) -> bool {
+    sqe.kind() == kind::EVENT && sqe.ty() != chip.event_wait_type()
 }

@@ -1,11 +1,11 @@
 //! The device's ground-truth lines: one `clock` line per device, one `task` line per task.
-use npu_sim_common::abi::{self, sqe_off, sqe_type};
+use npu_sim_common::abi::{self, Chip, annot, kind, pl};
 use npu_sim_common::core;
 use npu_sim_common::json::Obj;
 use npu_sim_common::time::{monotonic_ns, pid};
 
 use crate::config::Config;
-use crate::task::{Outcome, Task, name_of};
+use crate::task::{Outcome, Task, is_event_wait, name_of};
 
 pub(crate) fn clock_line(device: u32, cfg: &Config) {
     if core::truth().is_none() {
@@ -17,6 +17,7 @@ pub(crate) fn clock_line(device: u32, cfg: &Config) {
     o.str("type", "clock")
         .u64("pid", pid().into())
         .u64("device", device.into());
+    o.str("chip", cfg.chip.tag());
     o.u64("freq_hz", c.freq_hz)
         .i64("offset_ns", c.offset_ns)
         .f64("drift_ppm", c.drift_ppm);
@@ -35,73 +36,95 @@ fn copy_name(kind: u32) -> &'static str {
     }
 }
 
-pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
+/// One `task` line; `cqe` says whether the task wrote a completion entry.
+/// One `task` line; `cqe` says whether the task wrote a completion entry.
+pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome, cqe: bool) {
     if core::truth().is_none() {
         return;
     }
     let sqe = &task.sqe;
-    let ty = sqe.ty();
+    let k = sqe.kind();
     let mut line = String::with_capacity(400);
     let mut o = Obj::begin(&mut line);
     o.str("type", "task")
         .u64("pid", pid().into())
         .u64("device", device.into());
-    o.u64("stream", sqe.stream_id().into())
-        .u64("task", sqe.task_id().into())
+    let flip = sqe.u16_at(annot::FLIP);
+    o.u64("stream", task.stream.into())
+        .u64("task", task.task_id.into())
         .u64("sq", task.sq_id.into());
-    let (kind, name, bytes) = match ty {
-        sqe_type::AICORE | sqe_type::AICPU | sqe_type::AIV => {
-            ("KERNEL", name_of(sqe, sqe_off::KERNEL_NAME), 0)
-        }
-        sqe_type::SDMA => {
-            let k = sqe.u32_at(sqe_off::COPY_KIND);
-            (
-                "MEMCPY",
-                copy_name(k).to_string(),
-                sqe.u64_at(sqe_off::COPY_BYTES),
-            )
-        }
-        sqe_type::MEMSET => (
-            "MEMSET",
-            "MEMSET".to_string(),
-            sqe.u64_at(sqe_off::SET_BYTES),
+    o.u64("flip", flip.into())
+        .u64("prof_task_id", prof_task_id(cfg, task));
+    let sdma = sqe.ty() == abi::v100::SDMA;
+    let (kind_name, name, bytes) = match k {
+        kind::KERNEL => ("KERNEL", name_of(sqe, annot::NAME), 0),
+        kind::MEMCPY => (
+            "MEMCPY",
+            copy_name(sqe.u32_at(pl::COPY_KIND)).to_string(),
+            sqe.u64_at(pl::COPY_BYTES),
         ),
-        sqe_type::HCCL => (
+        kind::MEMSET => ("MEMSET", "MEMSET".to_string(), sqe.u64_at(pl::COPY_BYTES)),
+        kind::HCCL => (
             "HCCL",
-            name_of(sqe, sqe_off::HCCL_NAME),
-            sqe.u64_at(sqe_off::HCCL_BYTES),
+            name_of(sqe, annot::NAME),
+            if sdma { sqe.u64_at(pl::COPY_BYTES) } else { 0 },
         ),
-        sqe_type::EVENT_RECORD => ("EVENT", "EVENT_RECORD".to_string(), 0),
-        sqe_type::EVENT_WAIT => ("EVENT", "EVENT_WAIT".to_string(), 0),
+        kind::EVENT if is_event_wait(cfg.chip, sqe) => ("EVENT", "EVENT_WAIT".to_string(), 0),
+        kind::EVENT => ("EVENT", "EVENT_RECORD".to_string(), 0),
+        kind::FLIP => ("FLIP", "FLIP_TASK".to_string(), 0),
+        kind::MODEL => ("MODEL", "MODEL_EXECUTE".to_string(), 0),
         _ => ("OTHER", String::new(), 0),
     };
-    o.str("kind", kind)
+    o.str("kind", kind_name)
         .str("name", &name)
-        .u64("sqe_type", ty.into())
-        .u64("block_dim", sqe.block_dim().into());
+        .u64("sqe_type", sqe.ty().into());
+    o.u64(
+        "block_dim",
+        if k == kind::KERNEL || k == kind::HCCL {
+            sqe.block_dim().into()
+        } else {
+            0
+        },
+    );
     o.u64("bytes", bytes).u64("status", out.status.into());
-    match ty {
-        sqe_type::SDMA => {
-            o.u64("copy_kind", sqe.u32_at(sqe_off::COPY_KIND).into());
-            o.bool(
-                "async",
-                sqe.u32_at(sqe_off::COPY_FLAGS) & abi::SQE_FLAG_SYNC == 0,
+    o.bool("wr_cqe", sqe.wr_cqe(cfg.chip)).bool("cqe", cqe);
+    o.bool("sync_flag", task.sync_flag);
+    match k {
+        kind::KERNEL => {
+            o.str(
+                "engine",
+                match sqe.u32_at(pl::KERNEL_ENGINE) {
+                    abi::engine::AIV => "AIV",
+                    abi::engine::AICPU => "AICPU",
+                    _ => "AIC",
+                },
             );
         }
-        sqe_type::MEMSET => {
-            o.u64("value", sqe.u32_at(sqe_off::SET_VALUE).into());
-            o.bool(
-                "async",
-                sqe.u32_at(sqe_off::SET_FLAGS) & abi::SQE_FLAG_SYNC == 0,
-            );
+        kind::MEMCPY => {
+            o.u64("copy_kind", sqe.u32_at(pl::COPY_KIND).into());
+            o.bool("async", true);
         }
-        sqe_type::HCCL => {
-            o.u64("nranks", sqe.u32_at(sqe_off::HCCL_NRANKS).into());
+        kind::MEMSET => {
+            o.u64("value", sqe.u32_at(annot::AUX).into());
+            if sqe.u32_at(pl::SDMA_OP) == abi::SDMA_OP_COPY {
+                o.u64("copy_kind", sqe.u32_at(pl::COPY_KIND).into());
+            }
+            o.bool("async", true);
         }
-        sqe_type::EVENT_RECORD | sqe_type::EVENT_WAIT => {
-            o.u64("event", sqe.u32_at(sqe_off::EVENT_ID).into());
+        kind::HCCL => {
+            o.u64("nranks", sqe.u32_at(annot::AUX).into())
+                .u64("step", sqe.u32_at(pl::HCCL_STEP).into());
+        }
+        kind::EVENT if sqe.u64_at(pl::EVENT_GEN) != 0 => {
+            o.u64("event", sqe.u32_at(pl::EVENT_ID).into());
+        }
+        kind::MODEL => {
+            o.u64("model_id", sqe.u16_at(pl::MODEL_ID).into());
         }
         _ => {}
+    }
+    if let Some(m) = task.model {
+        o.u64("model_id", m.into());
     }
     let c = cfg.clock;
     o.u64("start_cnt", c.cnt_at(out.start_ns))
@@ -117,6 +140,16 @@ pub(crate) fn task_line(device: u32, cfg: &Config, task: &Task, out: &Outcome) {
     o.end();
     line.push('\n');
     core::write_truth(&line);
+}
+
+/// The id profilers see for `task`: `(flip << 16) | taskId` on v100, the 32-bit task id on v2.
+pub(crate) fn prof_task_id(cfg: &Config, task: &Task) -> u64 {
+    match cfg.chip {
+        Chip::Ascend910B => {
+            (u64::from(task.sqe.u16_at(annot::FLIP)) << 16) | u64::from(task.task_id)
+        }
+        Chip::Ascend950 => task.task_id.into(),
+    }
 }
 
 /// One `prof` line when a profiling channel this process started stops: the session's record

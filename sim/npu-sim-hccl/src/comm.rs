@@ -6,7 +6,9 @@
 //! | 8               | u32 rank count (set by the first rank to join)              |
 //! | 12              | u32 ranks joined                                            |
 //! | 4096 + 64*r     | u64 barrier epoch reached by rank r                         |
-//! | 8192 + 16*(s*n+d) | u64 bytes produced, u64 bytes consumed on channel s -> d  |
+//! | 8192 + 16*(s*64+d) | u64 bytes produced, u64 bytes consumed on channel s -> d |
+//! | P2P + 8*(s*64+d) | u64 handshakes the sender s made for channel s -> d          |
+//! | P2P + 32768 + 8*(s*64+d) | u64 handshakes the receiver d made for channel s -> d |
 //! | SLOTS           | n slots of SLOT_BYTES: each rank's staging area             |
 //! | SLOTS + n*SLOT_BYTES | n*n channel buffers of CHAN_BYTES (send/recv)          |
 //!
@@ -24,11 +26,13 @@ pub(crate) const SLOT_BYTES: usize = 4 << 20;
 pub(crate) const CHAN_BYTES: usize = 1 << 20;
 const EPOCH_OFF: usize = 4096;
 const CHAN_HDR_OFF: usize = 8192;
-const SLOTS_OFF: usize = CHAN_HDR_OFF + (MAX_RANKS * MAX_RANKS) as usize * 16;
+const P2P_OFF: usize = CHAN_HDR_OFF + (MAX_RANKS * MAX_RANKS) as usize * 16;
+const P2P_RECV_OFF: usize = P2P_OFF + (MAX_RANKS * MAX_RANKS) as usize * 8;
+const SLOTS_OFF: usize = P2P_RECV_OFF + (MAX_RANKS * MAX_RANKS) as usize * 8;
 
 /// What identifies a communicator inside `HcclRootInfo` (4108 bytes): a magic, then the name
 /// of the shared-memory file, NUL-terminated.
-pub(crate) const ROOT_MAGIC: &[u8; 16] = b"NPU-SIM-HCCL-V1\0";
+pub(crate) const ROOT_MAGIC: &[u8; 16] = b"NPU-SIM-HCCL-V2\0";
 pub(crate) const ROOT_INFO_BYTES: usize = 4108;
 
 pub(crate) struct Comm {
@@ -150,9 +154,20 @@ impl Comm {
 
     /// Every rank reaches this point before any continues.
     pub(crate) fn barrier(&self, limit: Duration) -> Result<(), i32> {
+        let e = self.signal();
+        self.wait_all(e, limit)
+    }
+
+    /// The first half of a barrier (a notify record): this rank reached epoch `e`, returned.
+    pub(crate) fn signal(&self) -> u64 {
         let e = self.epoch.fetch_add(1, Ordering::Relaxed) + 1;
         self.u64_at(EPOCH_OFF + 64 * self.rank as usize)
             .store(e, Ordering::Release);
+        e
+    }
+
+    /// The second half (a notify wait): every rank reached epoch `e`.
+    pub(crate) fn wait_all(&self, e: u64, limit: Duration) -> Result<(), i32> {
         wait_until(limit, || {
             (0..self.nranks).all(|r| {
                 self.u64_at(EPOCH_OFF + 64 * r as usize)
@@ -160,6 +175,45 @@ impl Comm {
                     >= e
             })
         })
+    }
+
+    /// The counters of channel `src -> dst`: (sender's handshakes, receiver's handshakes).
+    fn handshakes(&self, src: u32, dst: u32) -> (&AtomicU64, &AtomicU64) {
+        let i = 8 * (src * MAX_RANKS + dst) as usize;
+        (self.u64_at(P2P_OFF + i), self.u64_at(P2P_RECV_OFF + i))
+    }
+
+    /// A send's or receive's notify record towards `peer`: returns its handshake number.
+    pub(crate) fn p2p_signal(&self, sending: bool, peer: u32) -> u64 {
+        if sending {
+            self.handshakes(self.rank, peer)
+                .0
+                .fetch_add(1, Ordering::AcqRel)
+                + 1
+        } else {
+            self.handshakes(peer, self.rank)
+                .1
+                .fetch_add(1, Ordering::AcqRel)
+                + 1
+        }
+    }
+
+    /// Its notify wait: the peer made handshake `k` on the same channel.
+    pub(crate) fn p2p_wait(
+        &self,
+        sending: bool,
+        peer: u32,
+        k: u64,
+        limit: Duration,
+    ) -> Result<(), i32> {
+        let (chan_src, chan_dst) = if sending {
+            (self.rank, peer)
+        } else {
+            (peer, self.rank)
+        };
+        let (snd, rcv) = self.handshakes(chan_src, chan_dst);
+        let other = if sending { rcv } else { snd };
+        wait_until(limit, || other.load(Ordering::Acquire) >= k)
     }
 
     /// Rank `r`'s staging slot.

@@ -1,7 +1,8 @@
 //! `libhccl.so`: simulated HCCL. Ranks are processes; a communicator is a shared-memory file
-//! named in the HcclRootInfo (see [`mod@comm`]). Each collective is validated on the calling thread
-//! and submitted as one device task (SQE type 13) on the given stream through the runtime; the
-//! exchange itself runs on the device when the task executes (see [`ops`]).
+//! named in the HcclRootInfo (see `comm.rs`). Each collective is validated on the calling
+//! thread and expanded on the host into tasks on the given stream, as HCCL's host (HOST_TS)
+//! expansion does on 910B: notify records and waits (SQE types 6 and 7) and an SDMA task (11);
+//! the exchange itself runs on the device when the tasks execute (see `ops.rs`).
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
 mod comm;
@@ -13,13 +14,13 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use npu_sim_common::abi::{self, Sqe, sqe_off, sqe_type};
+use npu_sim_common::abi::{self, Sqe, annot, kind, pl};
 use npu_sim_common::json::Obj;
 use npu_sim_common::trace::{api, out_ptr};
 
 use comm::{Comm, MAX_RANKS, ROOT_INFO_BYTES, ROOT_MAGIC};
 use dtype::{DType, ReduceOp};
-use ops::{Kind, Op};
+use ops::{Collective, Kind, Op, Step, StepCtx};
 
 const LIB: &str = "libhccl.so";
 
@@ -59,7 +60,7 @@ fn non_null(ptrs: &[*const c_void]) -> Result<(), i32> {
     }
 }
 
-/// Validates the common parts of a collective and submits it as a device task.
+/// Validates the common parts of a collective and submits its tasks.
 fn submit(op: Op, stream: Stream) -> Result<(), i32> {
     non_null(&[stream])?;
     let n = op.comm.nranks;
@@ -71,21 +72,45 @@ fn submit(op: Op, stream: Stream) -> Result<(), i32> {
     if op.count == 0 && op.kind != Kind::Barrier {
         return Ok(());
     }
-    let kind = op.kind;
-    let ctx = Box::into_raw(Box::new(op));
-    let mut sqe = Sqe::new(sqe_type::HCCL, 1);
-    let exec: unsafe extern "C" fn(u64) -> u32 = ops::exec;
-    sqe.set_u64(sqe_off::HCCL_EXEC, exec as usize as u64)
-        .set_u64(sqe_off::HCCL_CTX, ctx as u64);
-    sqe.set_u64(sqe_off::HCCL_BYTES, bytes)
-        .set_u32(sqe_off::HCCL_NRANKS, n)
-        .set_u32(sqe_off::HCCL_OP, kind.code());
-    sqe.set_u64(sqe_off::HCCL_NAME, kind.name().as_ptr() as u64);
-    // SAFETY: one valid SQE.
-    if unsafe { (Rt::get().npu_sim_rt_submit)(stream, sqe.0.as_ptr()) } != 0 {
-        // SAFETY: the task was not queued, so the context is still ours.
-        drop(unsafe { Box::from_raw(ctx) });
-        return Err(abi::HCCL_E_RUNTIME);
+    let name = op.kind.name().as_ptr() as u64;
+    let steps = ops::steps(op.kind);
+    let coll = Arc::new(Collective::new(op));
+    let exec: unsafe extern "C" fn(u64) -> u32 = ops::exec_step;
+    for (i, &step) in steps.iter().enumerate() {
+        let ctx = Box::into_raw(Box::new(StepCtx {
+            coll: coll.clone(),
+            step,
+        })) as u64;
+        let mut sqe = match step {
+            Step::Exchange => {
+                let mut s = Sqe::new(abi::v100::SDMA, kind::HCCL, 0);
+                s.set_u64(pl::COPY_SRC, exec as usize as u64)
+                    .set_u64(pl::COPY_DST, ctx);
+                s.set_u64(pl::COPY_BYTES, bytes)
+                    .set_u32(pl::SDMA_OP, abi::SDMA_OP_CALL);
+                s
+            }
+            _ => {
+                let ty = if step.is_record() {
+                    abi::v100::NOTIFY_RECORD
+                } else {
+                    abi::v100::NOTIFY_WAIT
+                };
+                let mut s = Sqe::new(ty, kind::HCCL, 0);
+                s.set_u64(pl::CALL_FN, exec as usize as u64)
+                    .set_u64(pl::CALL_CTX, ctx);
+                s
+            }
+        };
+        sqe.set_u32(pl::HCCL_STEP, i as u32)
+            .set_u64(annot::NAME, name)
+            .set_u32(annot::AUX, n);
+        // SAFETY: one valid SQE.
+        if unsafe { (Rt::get().npu_sim_rt_submit)(stream, sqe.0.as_ptr()) } != 0 {
+            // SAFETY: the task was not queued, so the context is still ours.
+            drop(unsafe { Box::from_raw(ctx as *mut StepCtx) });
+            return Err(abi::HCCL_E_RUNTIME);
+        }
     }
     Ok(())
 }

@@ -1,10 +1,13 @@
-//! Collectives as they run on the device: libhccl puts [`exec`] and an [`Op`] in the SQE, and a
-//! device core calls it when the task reaches the head of its stream. Data moves through the
+//! Collectives as they run on the device. A collective is a few tasks on the caller's stream
+//! (see [`steps`]): notify records and waits that synchronize the ranks, and an SDMA task that
+//! moves the data. libhccl puts [`exec_step`] and a [`StepCtx`] in each SQE, and a device core
+//! calls it when the task reaches the head of its stream. Data moves through the
 //! communicator's staging slots in chunks, two barriers per chunk, so no rank can finish a
 //! collective before every rank has started it.
 use std::ffi::CStr;
 use std::ops::Not;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use npu_sim_common::abi;
 
@@ -39,11 +42,6 @@ impl Kind {
             Kind::Barrier => c"HcclBarrier",
         }
     }
-
-    /// The op code put in the SQE (`HCCL_OP`).
-    pub(crate) fn code(self) -> u32 {
-        self as u32
-    }
 }
 
 pub(crate) struct Op {
@@ -60,19 +58,123 @@ pub(crate) struct Op {
     pub peer: u32,
 }
 
-/// Runs the collective whose boxed [`Op`] is `ctx`; returns the CQE error code.
-// SAFETY: unsafe because `ctx` must be a `Box<Op>` that libhccl leaked into exactly one SQE, so
-// the device runs it (and frees it) exactly once.
-pub(crate) unsafe extern "C" fn exec(ctx: u64) -> u32 {
-    // SAFETY: `ctx` is the Box<Op> libhccl leaked into exactly one SQE.
-    let op = unsafe { Box::from_raw(ctx as *mut Op) };
-    // Collectives share the staging slots and barrier epochs, so they run one at a time; a
-    // send and a receive use their own channels and may overlap anything (a ring of sends and
-    // receives on two streams needs that).
-    let _one_at_a_time = matches!(op.kind, Kind::Send | Kind::Recv)
-        .not()
-        .then(|| op.comm.exec_lock.lock().unwrap_or_else(|e| e.into_inner()));
-    match op.run() {
+/// One task of a collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Notify record: this rank arrived (collectives: its barrier epoch; send/recv: its
+    /// handshake on the channel).
+    PreRecord,
+    /// Notify wait: the peers arrived.
+    PreWait,
+    /// SDMA: the data movement (with inline reduction).
+    Exchange,
+    /// Notify record and wait after the data moved: nobody leaves before everyone is done.
+    PostRecord,
+    PostWait,
+}
+
+impl Step {
+    /// A notify record (SQE type 6) rather than a wait (7) or SDMA (11).
+    pub(crate) fn is_record(self) -> bool {
+        matches!(self, Step::PreRecord | Step::PostRecord)
+    }
+}
+
+/// The tasks a collective of `kind` puts on the stream, in order.
+pub(crate) fn steps(kind: Kind) -> &'static [Step] {
+    match kind {
+        Kind::Barrier => &[Step::PreRecord, Step::PreWait],
+        Kind::Send | Kind::Recv => &[Step::PreRecord, Step::PreWait, Step::Exchange],
+        _ => &[
+            Step::PreRecord,
+            Step::PreWait,
+            Step::Exchange,
+            Step::PostRecord,
+            Step::PostWait,
+        ],
+    }
+}
+
+/// A collective in flight: its operation and the epochs or handshake numbers its records got.
+pub(crate) struct Collective {
+    pub op: Op,
+    pre: AtomicU64,
+    post: AtomicU64,
+}
+
+// SAFETY: the raw pointers in `op` are the application's device buffers, only dereferenced by
+// the collective's exchange task on a device core; everything else is atomics or Send+Sync.
+unsafe impl Send for Collective {}
+// SAFETY: as above: shared access to the pointers themselves is read-only.
+unsafe impl Sync for Collective {}
+
+impl Collective {
+    pub(crate) fn new(op: Op) -> Collective {
+        Collective {
+            op,
+            pre: AtomicU64::new(0),
+            post: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What one SQE of a collective carries for the device.
+pub(crate) struct StepCtx {
+    pub coll: Arc<Collective>,
+    pub step: Step,
+}
+
+/// Runs the step whose boxed [`StepCtx`] is `ctx`; returns the CQE error code.
+// SAFETY: unsafe because `ctx` must be a `Box<StepCtx>` that libhccl leaked into exactly one
+// SQE, so the device runs it (and frees it) exactly once.
+pub(crate) unsafe extern "C" fn exec_step(ctx: u64) -> u32 {
+    // SAFETY: `ctx` is the Box<StepCtx> libhccl leaked into exactly one SQE.
+    let ctx = unsafe { Box::from_raw(ctx as *mut StepCtx) };
+    let coll = &*ctx.coll;
+    let op = &coll.op;
+    let c = &*op.comm;
+    let t = exec_timeout();
+    let p2p = matches!(op.kind, Kind::Send | Kind::Recv);
+    let sending = op.kind == Kind::Send;
+    let r = match ctx.step {
+        Step::PreRecord | Step::PostRecord => {
+            let n = if p2p {
+                c.p2p_signal(sending, op.peer)
+            } else {
+                c.signal()
+            };
+            let slot = if ctx.step == Step::PreRecord {
+                &coll.pre
+            } else {
+                &coll.post
+            };
+            slot.store(n, Ordering::Release);
+            Ok(())
+        }
+        Step::PreWait | Step::PostWait => {
+            let slot = if ctx.step == Step::PreWait {
+                &coll.pre
+            } else {
+                &coll.post
+            };
+            let n = slot.load(Ordering::Acquire);
+            if p2p {
+                c.p2p_wait(sending, op.peer, n, t)
+            } else {
+                c.wait_all(n, t)
+            }
+        }
+        Step::Exchange => {
+            // Collectives share the staging slots and barrier epochs, so they run one at a
+            // time; a send and a receive use their own channels and may overlap anything (a
+            // ring of sends and receives on two streams needs that).
+            let _one_at_a_time = p2p
+                .not()
+                .then(|| c.exec_lock.lock().unwrap_or_else(|e| e.into_inner()));
+            op.run()
+        }
+    };
+    match r {
         Ok(()) => 0,
         Err(abi::HCCL_E_TIMEOUT) => abi::ACL_ERROR_RT_TASK_TIMEOUT as u32,
         Err(_) => abi::ACL_ERROR_RT_INTERNAL_ERROR as u32,

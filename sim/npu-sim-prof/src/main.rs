@@ -230,8 +230,12 @@ fn open_output(path: Option<&str>) -> Result<Box<dyn std::io::Write>, String> {
 
 fn profile(args: &Args) -> Result<(), String> {
     let hal = Hal::get();
-    let mut out = Writer::new(open_output(args.output.as_deref())?, args.format)
-        .map_err(|e| format!("writing output: {e}"))?;
+    let mut out = Writer::new(
+        open_output(args.output.as_deref())?,
+        args.format,
+        npu_sim_common::env::chip(),
+    )
+    .map_err(|e| format!("writing output: {e}"))?;
     let mut started = Vec::new();
     let mut result = Ok(());
     for &dev in &args.devices {

@@ -2,7 +2,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use npu_sim_common::abi::{STARS_SOC_LOG_SIZE, StarsSocLog};
+use npu_sim_common::abi::{
+    Chip, STARS_SOC_LOG_SIZE, STARS_SOC_LOG_V6_SIZE, StarsSocLog, StarsSocLogV6,
+};
 use npu_sim_common::json::Obj;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -14,10 +16,24 @@ pub(crate) enum Format {
 const CSV_HEADER: &str =
     "device,func_type,task_type,stream,task,timestamp,stream_id_raw,task_id_raw,acsq_id\n";
 
+/// One decoded record.
+struct Rec {
+    func_type: u8,
+    task_type: u8,
+    stream: u16,
+    task: u32,
+    timestamp: u64,
+    raw_stream: u16,
+    raw_task: u32,
+    acsq: u16,
+}
+
 /// Record sink that also reassembles records split across reads.
 pub(crate) struct Writer {
     out: Box<dyn Write>,
     format: Format,
+    /// Which record format the channel carries (msPTI `SocLogConvert::GetTransFunc`).
+    chip: Chip,
     /// Bytes of a record whose rest has not been read yet, per device.
     partial: Vec<(u32, Vec<u8>)>,
     /// Records written, per device.
@@ -25,13 +41,18 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn new(mut out: Box<dyn Write>, format: Format) -> std::io::Result<Writer> {
+    pub(crate) fn new(
+        mut out: Box<dyn Write>,
+        format: Format,
+        chip: Chip,
+    ) -> std::io::Result<Writer> {
         if format == Format::Csv {
             out.write_all(CSV_HEADER.as_bytes())?;
         }
         Ok(Writer {
             out,
             format,
+            chip,
             partial: Vec::new(),
             records: BTreeMap::new(),
         })
@@ -44,11 +65,47 @@ impl Writer {
             None => Vec::new(),
         };
         data.extend_from_slice(bytes);
-        let whole = data.len() / STARS_SOC_LOG_SIZE * STARS_SOC_LOG_SIZE;
-        for chunk in data[..whole].chunks_exact(STARS_SOC_LOG_SIZE) {
-            let mut raw = [0u8; STARS_SOC_LOG_SIZE];
-            raw.copy_from_slice(chunk);
-            self.write(device, &StarsSocLog::from_bytes(&raw))?;
+        let size = match self.chip {
+            Chip::Ascend910B => STARS_SOC_LOG_SIZE,
+            Chip::Ascend950 => STARS_SOC_LOG_V6_SIZE,
+        };
+        let whole = data.len() / size * size;
+        for chunk in data[..whole].chunks_exact(size) {
+            let rec = match self.chip {
+                Chip::Ascend910B => {
+                    let mut raw = [0u8; STARS_SOC_LOG_SIZE];
+                    raw.copy_from_slice(chunk);
+                    let r = StarsSocLog::from_bytes(&raw);
+                    let (stream, task) = r.ids();
+                    Rec {
+                        func_type: r.func_type(),
+                        task_type: r.task_type(),
+                        stream,
+                        task: task.into(),
+                        timestamp: r.timestamp,
+                        raw_stream: r.stream_id,
+                        raw_task: r.task_id.into(),
+                        acsq: r.acsq_id(),
+                    }
+                }
+                Chip::Ascend950 => {
+                    let mut raw = [0u8; STARS_SOC_LOG_V6_SIZE];
+                    raw.copy_from_slice(chunk);
+                    let r = StarsSocLogV6::from_bytes(&raw);
+                    // No stream id: msPTI uses 0 (`TransSocLogV6`).
+                    Rec {
+                        func_type: r.func_type(),
+                        task_type: r.task_type(),
+                        stream: 0,
+                        task: r.task_id,
+                        timestamp: r.timestamp,
+                        raw_stream: 0,
+                        raw_task: r.task_id,
+                        acsq: r.acsq_id(),
+                    }
+                }
+            };
+            self.write(device, &rec)?;
         }
         if whole < data.len() {
             self.partial.push((device, data[whole..].to_vec()));
@@ -66,29 +123,32 @@ impl Writer {
         self.partial.iter().map(|(_, b)| b.len()).sum()
     }
 
-    fn write(&mut self, device: u32, r: &StarsSocLog) -> std::io::Result<()> {
+    fn write(&mut self, device: u32, r: &Rec) -> std::io::Result<()> {
         *self.records.entry(device).or_default() += 1;
-        let (stream, task) = r.ids();
-        let (raw_stream, raw_task, timestamp) = (r.stream_id, r.task_id, r.timestamp);
         let line = match self.format {
             Format::Csv => format!(
-                "{device},{},{},{stream},{task},{timestamp},{raw_stream},{raw_task},{}\n",
-                r.func_type(),
-                r.task_type(),
-                r.acsq_id()
+                "{device},{},{},{},{},{},{},{},{}\n",
+                r.func_type,
+                r.task_type,
+                r.stream,
+                r.task,
+                r.timestamp,
+                r.raw_stream,
+                r.raw_task,
+                r.acsq
             ),
             Format::JsonLines => {
                 let mut s = String::with_capacity(200);
                 let mut o = Obj::begin(&mut s);
                 o.u64("device", device.into())
-                    .u64("func_type", r.func_type().into())
-                    .u64("task_type", r.task_type().into());
-                o.u64("stream", stream.into())
-                    .u64("task", task.into())
-                    .u64("timestamp", timestamp);
-                o.u64("stream_id_raw", raw_stream.into())
-                    .u64("task_id_raw", raw_task.into())
-                    .u64("acsq_id", r.acsq_id().into());
+                    .u64("func_type", r.func_type.into())
+                    .u64("task_type", r.task_type.into());
+                o.u64("stream", r.stream.into())
+                    .u64("task", r.task.into())
+                    .u64("timestamp", r.timestamp);
+                o.u64("stream_id_raw", r.raw_stream.into())
+                    .u64("task_id_raw", r.raw_task.into())
+                    .u64("acsq_id", r.acsq.into());
                 o.end();
                 s.push('\n');
                 s
@@ -124,7 +184,7 @@ mod tests {
     #[test]
     fn records_split_across_reads_are_reassembled() {
         let sink = Shared::default();
-        let mut w = Writer::new(Box::new(sink.clone()), Format::Csv).unwrap();
+        let mut w = Writer::new(Box::new(sink.clone()), Format::Csv, Chip::Ascend910B).unwrap();
         let rec = StarsSocLog {
             word0: 1 | (11 << 10),
             stream_id: 0x1000 | 0x2000 | 3,

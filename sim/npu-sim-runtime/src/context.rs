@@ -1,32 +1,25 @@
 //! Devices as the runtime sees them: reference counts from rtSetDevice/rtDeviceReset, the
-//! thread's current device, each device's streams, and the report-receiving thread that calls
-//! `halCqReportRecv` and wakes waiters.
+//! thread's current device and each device's streams. No thread of the runtime's own waits for
+//! completions: synchronizing threads reclaim (see `stream`).
 use std::cell::Cell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use npu_sim_common::abi::{self, CQE_SIZE, Cqe, HalReportRecvInfo};
+use npu_sim_common::abi::{
+    self, HalResourceIdInputInfo, HalResourceIdOutputInfo, HalSqCqFreeInfo, HalSqCqInputInfo,
+    HalSqCqOutputInfo,
+};
 
 use crate::event::Event;
 use crate::hal::Hal;
 use crate::stream::Stream;
 
-/// Default stream of every device.
-pub(crate) const DEFAULT_STREAM_ID: u16 = 0;
-/// CQEs the report thread takes per `halCqReportRecv`.
-const REPORT_BATCH: usize = 64;
-/// How long one `halCqReportRecv` waits (ms) before the thread checks whether it should stop.
-const REPORT_TIMEOUT_MS: i32 = 500;
-
 #[derive(Default)]
 struct DevState {
     refs: u32,
     streams: HashMap<u16, Arc<Stream>>,
-    free_ids: BTreeSet<u16>,
-    next_id: u16,
-    report_wanted: bool,
-    report_running: bool,
+    default: Option<Arc<Stream>>,
 }
 
 struct DevCtx {
@@ -95,17 +88,9 @@ pub(crate) fn set_device(dev: i32) -> Result<(), i32> {
         if rc != abi::DRV_ERROR_NONE {
             return Err(abi::ACL_ERROR_RT_INVALID_DEVICEID);
         }
-        st.streams
-            .insert(DEFAULT_STREAM_ID, Stream::new(dev, DEFAULT_STREAM_ID));
-        st.next_id = DEFAULT_STREAM_ID + 1;
-        st.report_wanted = true;
-        if !st.report_running {
-            st.report_running = true;
-            std::thread::Builder::new()
-                .name(format!("npu-sim-report{dev}"))
-                .spawn(move || report_loop(dev))
-                .map_err(|_| abi::ACL_ERROR_RT_INTERNAL_ERROR)?;
-        }
+        let s = alloc_stream(dev)?;
+        st.streams.insert(s.id, s.clone());
+        st.default = Some(s);
     }
     st.refs += 1;
     CURRENT.with(|c| c.set(Some(dev)));
@@ -113,8 +98,7 @@ pub(crate) fn set_device(dev: i32) -> Result<(), i32> {
     Ok(())
 }
 
-/// Drops one reference; the last one drains and destroys the device's streams and stops its
-/// report thread. Returns the destroyed streams, whose application handles the caller must
+/// Drops one reference; the last one drains and destroys the device's streams. Returns the destroyed streams, whose application handles the caller must
 /// invalidate (handles are not this module's business).
 pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
     let dev = check_device(dev)?;
@@ -131,11 +115,11 @@ pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
     };
     for s in &streams {
         s.synchronize();
+        free_stream(s);
     }
     let mut st = dev_state(dev);
     st.streams.clear();
-    st.free_ids.clear();
-    st.report_wanted = false;
+    st.default = None;
     drop(st);
     CURRENT.with(|c| {
         if c.get() == Some(dev) {
@@ -151,92 +135,129 @@ pub(crate) fn reset_device(dev: i32) -> Result<Vec<Arc<Stream>>, i32> {
 pub(crate) fn default_stream() -> Result<Arc<Stream>, i32> {
     let dev = current_device()?;
     dev_state(dev)
-        .streams
-        .get(&DEFAULT_STREAM_ID)
-        .cloned()
+        .default
+        .clone()
         .ok_or(abi::ACL_ERROR_RT_CONTEXT_NULL)
 }
 
-/// A new stream on the current device, with the lowest free id.
+/// A new stream on the current device.
 pub(crate) fn create_stream() -> Result<Arc<Stream>, i32> {
     let dev = current_device()?;
-    let mut st = dev_state(dev);
-    if st.refs == 0 {
+    if dev_state(dev).refs == 0 {
         return Err(abi::ACL_ERROR_RT_CONTEXT_NULL);
     }
-    let id = match st.free_ids.pop_first() {
-        Some(id) => id,
-        None => {
-            let id = st.next_id;
-            st.next_id = st
-                .next_id
-                .checked_add(1)
-                .ok_or(abi::ACL_ERROR_RT_MEMORY_ALLOCATION)?;
-            id
-        }
-    };
-    let s = Stream::new(dev, id);
-    st.streams.insert(id, s.clone());
+    let s = alloc_stream(dev)?;
+    dev_state(dev).streams.insert(s.id, s.clone());
     Ok(s)
 }
 
 pub(crate) fn destroy_stream(s: &Arc<Stream>) {
     s.synchronize();
-    let mut st = dev_state(s.dev);
-    if st.streams.remove(&s.id).is_some() {
-        st.free_ids.insert(s.id);
+    if dev_state(s.dev).streams.remove(&s.id).is_some() {
+        free_stream(s);
     }
+}
+
+/// A stream with the driver's resources, in the real runtime's order: a device-wide stream id
+/// (`NpuDriver::StreamIdAlloc`), its SQ and CQ (`NormalSqCqAllocate`) and its logic CQ
+/// (`LogicCqAllocateV2`), all from the driver.
+fn alloc_stream(dev: u32) -> Result<Arc<Stream>, i32> {
+    let hal = Hal::get();
+    let mut id_in = HalResourceIdInputInfo {
+        type_: abi::DRV_STREAM_ID,
+        ..HalResourceIdInputInfo::default()
+    };
+    let mut id_out = HalResourceIdOutputInfo::default();
+    // SAFETY: valid in/out structs.
+    let rc = unsafe { (hal.halResourceIdAlloc)(dev, &mut id_in, &mut id_out) };
+    if rc != abi::DRV_ERROR_NONE {
+        return Err(abi::ACL_ERROR_RT_NO_STREAM_RESOURCE);
+    }
+    let id = id_out.resource_id;
+    let sqcq = |ty: i32| {
+        let mut input = HalSqCqInputInfo {
+            type_: ty,
+            ts_id: 0,
+            sqe_size: if ty == abi::DRV_NORMAL_TYPE { 64 } else { 0 },
+            cqe_size: if ty == abi::DRV_NORMAL_TYPE { 12 } else { 32 },
+            sqe_depth: if ty == abi::DRV_NORMAL_TYPE { 1024 } else { 0 },
+            cqe_depth: 1024,
+            grp_id: 0,
+            flag: 0,
+            cq_id: 0,
+            sq_id: 0,
+            info: [id, npu_sim_common::time::tid(), 0, 0, 0],
+            ext_info_len: 0,
+            ext_info: std::ptr::null_mut(),
+            res: [0; 5],
+        };
+        let mut out = HalSqCqOutputInfo::default();
+        // SAFETY: valid in/out structs.
+        let rc = unsafe { (hal.halSqCqAllocate)(dev, &mut input, &mut out) };
+        (rc == abi::DRV_ERROR_NONE).then_some(out)
+    };
+    let Some(normal) = sqcq(abi::DRV_NORMAL_TYPE) else {
+        free_ids(dev, id, None, None);
+        return Err(abi::ACL_ERROR_RT_NO_STREAM_RESOURCE);
+    };
+    let Some(logic) = sqcq(abi::DRV_LOGIC_TYPE) else {
+        free_ids(dev, id, Some((normal.sq_id, normal.cq_id)), None);
+        return Err(abi::ACL_ERROR_RT_NO_STREAM_RESOURCE);
+    };
+    let id16 = u16::try_from(id).map_err(|_| abi::ACL_ERROR_RT_NO_STREAM_RESOURCE)?;
+    Ok(Stream::new(
+        dev,
+        id16,
+        normal.sq_id,
+        normal.cq_id,
+        logic.cq_id,
+    ))
+}
+
+/// Gives a destroyed stream's resources back to the driver (logic CQ, SQ/CQ, stream id).
+fn free_stream(s: &Stream) {
+    free_ids(
+        s.dev,
+        u32::from(s.id),
+        Some((s.sq_id, s.hw_cq_id)),
+        Some(s.cq_id),
+    );
+}
+
+fn free_ids(dev: u32, stream: u32, sqcq: Option<(u32, u32)>, logic: Option<u32>) {
+    let hal = Hal::get();
+    if let Some(cq) = logic {
+        let mut f = HalSqCqFreeInfo {
+            type_: abi::DRV_LOGIC_TYPE,
+            cq_id: cq,
+            ..HalSqCqFreeInfo::default()
+        };
+        // SAFETY: valid struct.
+        unsafe { (hal.halSqCqFree)(dev, &mut f) };
+    }
+    if let Some((sq, cq)) = sqcq {
+        let mut f = HalSqCqFreeInfo {
+            type_: abi::DRV_NORMAL_TYPE,
+            sq_id: sq,
+            cq_id: cq,
+            ..HalSqCqFreeInfo::default()
+        };
+        // SAFETY: valid struct.
+        unsafe { (hal.halSqCqFree)(dev, &mut f) };
+    }
+    let mut input = HalResourceIdInputInfo {
+        type_: abi::DRV_STREAM_ID,
+        resource_id: stream,
+        ..HalResourceIdInputInfo::default()
+    };
+    // SAFETY: valid struct.
+    unsafe { (hal.halResourceIdFree)(dev, &mut input) };
 }
 
 /// All streams of the current device (rtDeviceSynchronize).
 pub(crate) fn streams_of_current() -> Result<Vec<Arc<Stream>>, i32> {
     let dev = current_device()?;
     Ok(dev_state(dev).streams.values().cloned().collect())
-}
-
-/// The report-receiving thread of `dev`.
-fn report_loop(dev: u32) {
-    let mut buf = vec![0u8; REPORT_BATCH * CQE_SIZE];
-    loop {
-        let mut info = HalReportRecvInfo {
-            type_: 0,
-            ts_id: 0,
-            cq_id: 0,
-            timeout: REPORT_TIMEOUT_MS,
-            cqe_addr: buf.as_mut_ptr(),
-            cqe_num: REPORT_BATCH as u32,
-            report_cqe_num: 0,
-            stream_id: 0,
-            task_id: u32::MAX,
-            res: [0; 8],
-        };
-        // SAFETY: `info` describes a buffer of REPORT_BATCH CQEs.
-        let rc = unsafe { (Hal::get().halCqReportRecv)(dev, &mut info) };
-        if rc == abi::DRV_ERROR_NONE {
-            for i in 0..(info.report_cqe_num as usize).min(REPORT_BATCH) {
-                // SAFETY: the driver wrote report_cqe_num packed CQEs into `buf`.
-                let cqe: Cqe =
-                    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(i * CQE_SIZE).cast()) };
-                let sid = cqe.stream_id;
-                let stream = dev_state(dev).streams.get(&sid).cloned();
-                match stream {
-                    Some(s) => s.complete(&cqe),
-                    None => {
-                        eprintln!("npu-sim: CQE for unknown stream {sid} on device {dev}");
-                    }
-                }
-            }
-            continue;
-        }
-        if rc != abi::DRV_ERROR_WAIT_TIMEOUT {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let mut st = dev_state(dev);
-        if !st.report_wanted {
-            st.report_running = false;
-            return;
-        }
-    }
 }
 
 /// Process-wide event ids.

@@ -1,27 +1,33 @@
-//! Events: each record is a device task (SQE type 4) with a generation number; waits on the
-//! device (type 5) and on the host wait for the generation recorded last.
-use std::sync::{Condvar, Mutex, MutexGuard};
+//! Events: each record is a device task (an event-record SQE that writes a CQE with the device
+//! time, as records of events with RT_EVENT_TIME_LINE do) with a generation number; waits on the
+//! device and on the host wait for the generation recorded last.
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::stream::{RecordDone, Stream};
 
 #[derive(Default)]
 struct State {
     recorded: u64,
     done: u64,
-    /// Device syscnt of the latest completed record.
+    /// Device syscnt of the latest completed record (its CQE's timestamp).
     timestamp: u64,
+    /// The stream and task sequence of the latest record.
+    last: Option<(Arc<Stream>, u64)>,
 }
 
 pub(crate) struct Event {
     pub id: u32,
     state: Mutex<State>,
-    cv: Condvar,
 }
+
+/// How long one wait of `Event::synchronize` blocks in the driver (ms) before it reclaims again.
+const WAIT_MS: i32 = 1;
 
 impl Event {
     pub(crate) fn new(id: u32) -> Event {
         Event {
             id,
             state: Mutex::new(State::default()),
-            cv: Condvar::new(),
         }
     }
 
@@ -34,6 +40,14 @@ impl Event {
         let mut st = self.lock();
         st.recorded += 1;
         st.recorded
+    }
+
+    /// The record of `generation` was sent as task `seq` of `stream`.
+    pub(crate) fn sent(&self, generation: u64, stream: Arc<Stream>, seq: u64) {
+        let mut st = self.lock();
+        if st.recorded == generation {
+            st.last = Some((stream, seq));
+        }
     }
 
     /// Takes back a record whose task could not be submitted.
@@ -49,23 +63,27 @@ impl Event {
         self.lock().recorded
     }
 
-    pub(crate) fn complete(&self, generation: u64, timestamp: u64) {
+    /// Waits until the latest record has completed, reclaiming its stream on this thread.
+    pub(crate) fn synchronize(&self) {
+        let (target, last) = {
+            let st = self.lock();
+            (st.recorded, st.last.clone())
+        };
+        let Some((stream, seq)) = last else {
+            return;
+        };
+        while self.lock().done < target && !stream.is_done(seq) {
+            stream.reclaim_or_wait(WAIT_MS);
+        }
+    }
+}
+
+impl RecordDone for Event {
+    fn complete(&self, generation: u64, timestamp: u64) {
         let mut st = self.lock();
         if generation > st.done {
             st.done = generation;
             st.timestamp = timestamp;
         }
-        self.cv.notify_all();
-    }
-
-    /// Waits until the latest record has completed.
-    pub(crate) fn synchronize(&self) {
-        let st = self.lock();
-        let target = st.recorded;
-        drop(
-            self.cv
-                .wait_while(st, |s| s.done < target)
-                .unwrap_or_else(|e| e.into_inner()),
-        );
     }
 }

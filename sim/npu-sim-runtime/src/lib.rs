@@ -1,26 +1,37 @@
 //! `libruntime.so`: the simulated CANN runtime (`rt*` API). Every device task is built as an
-//! SQE and handed to the driver with `halSqTaskSend` on the calling thread; a report thread per
-//! device collects CQEs with `halCqReportRecv` and wakes waiters.
+//! SQE and handed to the driver with `halSqTaskSend` on the calling thread; synchronizing calls
+//! reclaim finished tasks on their own thread from the SQ head (`halSqCqQuery`) and the stream's
+//! logic CQ (`halCqReportRecv`). Synchronous copies and memsets are driver calls (`drvMemcpy`,
+//! `drvMemsetD8`), as on 910B.
 #![allow(clippy::missing_safety_doc, non_snake_case)]
 
 mod context;
+mod elf;
 mod event;
 mod hal;
 mod handles;
 mod kernel;
 mod memory;
+mod model;
+pub mod rts;
 mod stream;
 
 use std::ffi::{CStr, c_char, c_void};
 
-use npu_sim_common::abi::{self, RtArgsEx, RtDevBinary, SQE_FLAG_SYNC, Sqe, sqe_off, sqe_type};
+use npu_sim_common::abi::{self, RtArgsEx, RtDevBinary, Sqe, annot, kind, pl};
+use npu_sim_common::env::chip;
 use npu_sim_common::json::Obj;
 use npu_sim_common::trace::{api, out_ptr};
 
+use hal::Hal;
 use kernel::Func;
 use memory::Place;
+use stream::Submit;
 
 const LIB: &str = "libruntime.so";
+
+/// Bytes one memset copy covers (RT context.hpp `MEM_BLOCK_SIZE`, 64 MiB).
+const MEM_BLOCK_SIZE: u64 = 64 << 20;
 
 type Stm = *mut c_void;
 
@@ -225,10 +236,10 @@ pub unsafe extern "C" fn rtStreamWaitEvent(stm: Stm, evt: *mut c_void) -> i32 {
                 if generation == 0 {
                     return Ok(());
                 }
-                let mut sqe = Sqe::new(sqe_type::EVENT_WAIT, 0);
-                sqe.set_u32(sqe_off::EVENT_ID, e.id)
-                    .set_u64(sqe_off::EVENT_GEN, generation);
-                s.submit(&mut sqe, None).map(drop)
+                let mut sqe = Sqe::new(chip().event_wait_type(), kind::EVENT, 0);
+                sqe.set_u32(pl::EVENT_ID, e.id)
+                    .set_u64(pl::EVENT_GEN, generation);
+                s.submit(&mut sqe, Submit::default()).map(drop)
             })())
         },
         |a| {
@@ -280,12 +291,26 @@ pub unsafe extern "C" fn rtEventRecord(evt: *mut c_void, stm: Stm) -> i32 {
                 let e = handles::event(evt)?;
                 let s = handles::stream(stm)?;
                 let generation = e.next_record();
-                let mut sqe = Sqe::new(sqe_type::EVENT_RECORD, 0);
-                sqe.set_u32(sqe_off::EVENT_ID, e.id)
-                    .set_u64(sqe_off::EVENT_GEN, generation);
-                s.submit(&mut sqe, Some((e.clone(), generation)))
-                    .map(drop)
-                    .inspect_err(|_| e.cancel_record(generation))
+                let mut sqe = Sqe::new(chip().event_record_type(), kind::EVENT, 0);
+                sqe.set_u32(pl::EVENT_ID, e.id)
+                    .set_u64(pl::EVENT_GEN, generation);
+                // Events are created with RT_EVENT_DEFAULT, which includes RT_EVENT_TIME_LINE:
+                // the record writes a CQE carrying its device time (RT event_task_v100.cc).
+                let submit = Submit {
+                    event: Some((e.clone(), generation)),
+                    concern: true,
+                    ..Submit::default()
+                };
+                match s.submit(&mut sqe, submit) {
+                    Ok((seq, _)) => {
+                        e.sent(generation, s, seq);
+                        Ok(())
+                    }
+                    Err(code) => {
+                        e.cancel_record(generation);
+                        Err(code)
+                    }
+                }
             })())
         },
         |a| {
@@ -403,34 +428,41 @@ pub unsafe extern "C" fn rtFreeHost(hostPtr: *mut c_void) -> i32 {
     )
 }
 
-/// Queues an SDMA copy; returns (stream, sequence) so a synchronous caller can wait for it.
+/// Queues an SDMA copy on `stm`.
 fn submit_copy(
     dst: *mut c_void,
     dest_max: u64,
     src: *const c_void,
     cnt: u64,
     kind: u32,
-    stm: Option<Stm>,
-) -> Result<Option<(std::sync::Arc<stream::Stream>, u64)>, i32> {
+    stm: Stm,
+) -> Result<(), i32> {
     let kind = memory::check_copy(dst, dest_max, src, cnt, kind)?;
-    let s = match stm {
-        Some(h) => handles::stream(h)?,
-        None => context::default_stream()?,
-    };
+    let s = handles::stream(stm)?;
     if cnt == 0 {
-        return Ok(None);
+        return Ok(());
     }
-    let mut sqe = Sqe::new(sqe_type::SDMA, 0);
-    sqe.set_u64(sqe_off::COPY_SRC, src as u64)
-        .set_u64(sqe_off::COPY_DST, dst as u64);
-    sqe.set_u64(sqe_off::COPY_BYTES, cnt)
-        .set_u32(sqe_off::COPY_KIND, kind);
-    sqe.set_u32(
-        sqe_off::COPY_FLAGS,
-        if stm.is_none() { SQE_FLAG_SYNC } else { 0 },
-    );
-    let seq = s.submit(&mut sqe, None)?;
-    Ok(Some((s, seq)))
+    let mut sqe = copy_sqe(kind::MEMCPY, src as u64, dst as u64, cnt, kind);
+    s.submit(&mut sqe, Submit::default()).map(drop)
+}
+
+/// An SDMA (type 11, on both chips) copy doing `what`.
+fn copy_sqe(what: u8, src: u64, dst: u64, bytes: u64, copy_kind: u32) -> Sqe {
+    let mut sqe = Sqe::new(abi::v100::SDMA, what, 0);
+    sqe.set_u64(pl::COPY_SRC, src).set_u64(pl::COPY_DST, dst);
+    sqe.set_u64(pl::COPY_BYTES, bytes)
+        .set_u32(pl::COPY_KIND, copy_kind)
+        .set_u32(pl::SDMA_OP, abi::SDMA_OP_COPY);
+    sqe
+}
+
+/// A driver error as the runtime reports it.
+fn drv_rc(rc: i32) -> i32 {
+    match rc {
+        abi::DRV_ERROR_NONE => abi::ACL_SUCCESS,
+        abi::DRV_ERROR_INVALID_VALUE => abi::ACL_ERROR_RT_PARAM_INVALID,
+        _ => abi::ACL_ERROR_RT_INTERNAL_ERROR,
+    }
 }
 
 fn copy_args(
@@ -461,10 +493,30 @@ pub unsafe extern "C" fn rtMemcpy(
     api(
         LIB,
         "rtMemcpy",
-        || match submit_copy(dst, destMax, src, cnt, kind, None) {
-            Ok(Some((s, seq))) => s.wait_task(seq),
-            Ok(None) => abi::ACL_SUCCESS,
-            Err(e) => e,
+        || {
+            // RT ApiImpl::MemCopySync -> NpuDriver::MemCopySync: the driver copies; no task.
+            rc((|| {
+                memory::check_copy(dst, destMax, src, cnt, kind)?;
+                context::current_device()?;
+                if cnt == 0 {
+                    return Ok(());
+                }
+                let usize_of =
+                    |v: u64| usize::try_from(v).map_err(|_| abi::ACL_ERROR_RT_PARAM_INVALID);
+                // SAFETY: plain driver call with integer arguments.
+                let r = unsafe {
+                    (Hal::get().drvMemcpy)(
+                        dst as u64,
+                        usize_of(destMax)?,
+                        src as u64,
+                        usize_of(cnt)?,
+                    )
+                };
+                match drv_rc(r) {
+                    0 => Ok(()),
+                    e => Err(e),
+                }
+            })())
         },
         |a| copy_args(a, dst, destMax, src, cnt, kind),
     )
@@ -484,7 +536,7 @@ pub unsafe extern "C" fn rtMemcpyAsync(
     api(
         LIB,
         "rtMemcpyAsync",
-        || rc(submit_copy(dst, destMax, src, cnt, kind, Some(stm)).map(drop)),
+        || rc(submit_copy(dst, destMax, src, cnt, kind, stm)),
         |a| {
             copy_args(a, dst, destMax, src, cnt, kind);
             a.u64("stm", stm as u64);
@@ -492,31 +544,59 @@ pub unsafe extern "C" fn rtMemcpyAsync(
     )
 }
 
-fn submit_set(
-    p: *mut c_void,
-    dest_max: u64,
-    val: u32,
-    cnt: u64,
-    stm: Option<Stm>,
-) -> Result<Option<(std::sync::Arc<stream::Stream>, u64)>, i32> {
+fn submit_set(p: *mut c_void, dest_max: u64, val: u32, cnt: u64, stm: Stm) -> Result<(), i32> {
     memory::check_set(p, dest_max, cnt)?;
-    let s = match stm {
-        Some(h) => handles::stream(h)?,
-        None => context::default_stream()?,
-    };
+    let s = handles::stream(stm)?;
     if cnt == 0 {
-        return Ok(None);
+        return Ok(());
     }
-    let mut sqe = Sqe::new(sqe_type::MEMSET, 0);
-    sqe.set_u64(sqe_off::SET_PTR, p as u64)
-        .set_u64(sqe_off::SET_BYTES, cnt)
-        .set_u32(sqe_off::SET_VALUE, val);
-    sqe.set_u32(
-        sqe_off::SET_FLAGS,
-        if stm.is_none() { SQE_FLAG_SYNC } else { 0 },
+    let value = val & 0xff;
+    if chip() == abi::Chip::Ascend950 {
+        // 950 has a memset task: an SDMA SQE with the memset opcode (RT memory_task_v200_base.cc
+        // `ConstructDavidSqeForMemsetAsyncTask`).
+        let mut sqe = Sqe::new(abi::v200::SDMA, kind::MEMSET, 0);
+        sqe.set_u64(pl::COPY_DST, p as u64)
+            .set_u64(pl::COPY_BYTES, cnt)
+            .set_u32(pl::SDMA_OP, abi::SDMA_OP_FILL)
+            .set_u32(pl::FILL_VALUE, value)
+            .set_u32(annot::AUX, value);
+        return s.submit(&mut sqe, Submit::default()).map(drop);
+    }
+    // 910B has none (MEMSET_TASK_NOT_SUPPORT, DevMemSetAsyncByMemset unsupported in
+    // memcpy_stars.cc): RT `DevMemSetAsyncByMemcpy` fills a host buffer of up to 64 MiB, copies
+    // it H2D, then copies that first block D2D over the rest.
+    let first = cnt.min(MEM_BLOCK_SIZE);
+    let buf =
+        vec![value as u8; usize::try_from(first).map_err(|_| abi::ACL_ERROR_RT_PARAM_INVALID)?]
+            .into_boxed_slice();
+    let mut sqe = copy_sqe(
+        kind::MEMSET,
+        buf.as_ptr() as u64,
+        p as u64,
+        first,
+        abi::RT_MEMCPY_HOST_TO_DEVICE,
     );
-    let seq = s.submit(&mut sqe, None)?;
-    Ok(Some((s, seq)))
+    sqe.set_u32(annot::AUX, value);
+    let keep = Submit {
+        keep: Some(buf),
+        ..Submit::default()
+    };
+    s.submit(&mut sqe, keep)?;
+    let mut done = first;
+    while done < cnt {
+        let n = (cnt - done).min(MEM_BLOCK_SIZE);
+        let mut sqe = copy_sqe(
+            kind::MEMSET,
+            p as u64,
+            p as u64 + done,
+            n,
+            abi::RT_MEMCPY_DEVICE_TO_DEVICE,
+        );
+        sqe.set_u32(annot::AUX, value);
+        s.submit(&mut sqe, Submit::default())?;
+        done += n;
+    }
+    Ok(())
 }
 
 // SAFETY: the C caller's contract: `devPtr` is null or valid for what the prototype says it points
@@ -526,10 +606,30 @@ pub unsafe extern "C" fn rtMemset(devPtr: *mut c_void, destMax: u64, val: u32, c
     api(
         LIB,
         "rtMemset",
-        || match submit_set(devPtr, destMax, val, cnt, None) {
-            Ok(Some((s, seq))) => s.wait_task(seq),
-            Ok(None) => abi::ACL_SUCCESS,
-            Err(e) => e,
+        || {
+            // RT ApiImpl::MemSetSync -> drvMemsetD8: the driver sets; no task.
+            rc((|| {
+                memory::check_set(devPtr, destMax, cnt)?;
+                context::current_device()?;
+                if cnt == 0 {
+                    return Ok(());
+                }
+                let usize_of =
+                    |v: u64| usize::try_from(v).map_err(|_| abi::ACL_ERROR_RT_PARAM_INVALID);
+                // SAFETY: plain driver call with integer arguments.
+                let r = unsafe {
+                    (Hal::get().drvMemsetD8)(
+                        devPtr as u64,
+                        usize_of(destMax)?,
+                        val as u8,
+                        usize_of(cnt)?,
+                    )
+                };
+                match drv_rc(r) {
+                    0 => Ok(()),
+                    e => Err(e),
+                }
+            })())
         },
         |a| {
             a.u64("devPtr", devPtr as u64)
@@ -553,7 +653,7 @@ pub unsafe extern "C" fn rtMemsetAsync(
     api(
         LIB,
         "rtMemsetAsync",
-        || rc(submit_set(ptr, destMax, val, cnt, Some(stm)).map(drop)),
+        || rc(submit_set(ptr, destMax, val, cnt, stm)),
         |a| {
             a.u64("ptr", ptr as u64)
                 .u64("destMax", destMax)
@@ -583,7 +683,7 @@ pub unsafe extern "C" fn rtDevBinaryRegister(
                 if hdl.is_null() {
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
-                let h = kernel::load_binary(b.magic, b.data, b.length)?;
+                let h = kernel::load_binary(b.magic, b.data, b.length, false)?;
                 // SAFETY: `hdl` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(hdl, h) }
             })())
@@ -614,7 +714,7 @@ pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *
                 if binHandle.is_null() {
                     return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
                 }
-                let h = kernel::load_binary(b.magic, b.data, b.length)?;
+                let h = kernel::load_binary(b.magic, b.data, b.length, false)?;
                 // SAFETY: `binHandle` is the caller's out-parameter; `put` rejects NULL before writing.
                 unsafe { put(binHandle, h) }
             })())
@@ -631,6 +731,53 @@ pub unsafe extern "C" fn rtBinaryLoad(bin: *const RtDevBinary, binHandle: *mut *
     )
 }
 
+/// `rtError_t rtRegisterAllKernel(const rtDevBinary_t *bin, void **hdl)` (RT
+/// `pkg_inc/runtime/rt_external_kernel.h`): registers every kernel symbol of an ELF blob (RT
+/// `ElfProgram::BuildNewKernel`), each with the tiling key its name's trailing `_<digits>`
+/// carries (0 without); launch one with rtKernelLaunchWithHandleV2(hdl, tilingKey, ...)
+/// (libacl_op_compiler does), or get its handle with rtsFuncGetByEntry(hdl, tilingKey). A blob
+/// without kernel symbols: ACL_ERROR_RT_PARAM_INVALID.
+// SAFETY: the C caller's contract: `bin`, `hdl` are null or valid for what the prototype says
+// they point to.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtRegisterAllKernel(
+    bin: *const RtDevBinary,
+    hdl: *mut *mut c_void,
+) -> i32 {
+    api(
+        LIB,
+        "rtRegisterAllKernel",
+        || {
+            rc((|| {
+                // SAFETY: NULL or a valid rtDevBinary_t.
+                let b = unsafe { bin.as_ref() }.ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
+                if hdl.is_null() {
+                    return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+                }
+                let h = kernel::load_binary(b.magic, b.data, b.length, true)?;
+                // SAFETY: `hdl` is the caller's out-parameter; `put` rejects NULL before writing.
+                unsafe { put(hdl, h) }
+            })())
+        },
+        |a| {
+            a.u64("bin", bin as u64).u64("hdl", hdl as u64);
+            // SAFETY: as above.
+            if let Some(b) = unsafe { bin.as_ref() } {
+                a.u64("magic", b.magic.into()).u64("length", b.length);
+            }
+            // SAFETY: `hdl` is null or the caller's out-parameter, readable once the call returned.
+            let h = unsafe { out_ptr(hdl) };
+            a.u64("out_handle", h);
+            if h != 0 {
+                a.u64(
+                    "kernel_count",
+                    kernel::kernel_count(h as *mut c_void) as u64,
+                );
+            }
+        },
+    )
+}
+
 // SAFETY: the C caller's contract: `binHandle`, `stubFunc`, `kernelInfoExt` are null or valid for
 // what the prototype says it points to; `stubName` is null or NUL-terminated.
 #[unsafe(no_mangle)]
@@ -641,13 +788,22 @@ pub unsafe extern "C" fn rtFunctionRegister(
     kernelInfoExt: *const c_void,
     funcMode: u32,
 ) -> i32 {
+    let registered = std::cell::Cell::new(None::<&'static Func>);
     api(
         LIB,
         "rtFunctionRegister",
         || {
-            // SAFETY: `stubName` is null (rejected by `c_str`) or a NUL-terminated string.
-            rc(unsafe { c_str(stubName) }
-                .and_then(|name| kernel::register_stub(binHandle, stubFunc, &name)))
+            rc((|| {
+                // SAFETY: `stubName` is null (rejected by `c_str`) or a NUL-terminated string.
+                let stub_name = unsafe { c_str(stubName) }?;
+                // The kernel's name is kernelInfoExt, the device function name (RT
+                // Runtime::KernelRegister), a C string when not NULL.
+                // SAFETY: NULL or a NUL-terminated string, per the runtime's contract.
+                let ext = unsafe { c_str(kernelInfoExt.cast()) }.ok();
+                let f = kernel::register_stub(binHandle, stubFunc, ext.as_deref(), &stub_name)?;
+                registered.set(Some(f));
+                Ok(())
+            })())
         },
         |a| {
             a.u64("binHandle", binHandle as u64)
@@ -656,6 +812,10 @@ pub unsafe extern "C" fn rtFunctionRegister(
             unsafe { a.cstr("stubName", stubName) };
             a.u64("kernelInfoExt", kernelInfoExt as u64)
                 .u64("funcMode", funcMode.into());
+            if let Some(f) = registered.get() {
+                // SAFETY: Func names are valid C strings.
+                unsafe { a.cstr("kernel_name", f.name.ptr) };
+            }
         },
     )
 }
@@ -707,12 +867,13 @@ fn launch(
         .filter(|b| *b > 0)
         .ok_or(abi::ACL_ERROR_RT_PARAM_INVALID)?;
     let s = handles::stream(stm)?;
-    let mut sqe = Sqe::new(f.sqe_type, block_dim);
-    sqe.set_u64(sqe_off::KERNEL_PC, f.pc)
-        .set_u64(sqe_off::KERNEL_NAME, f.name.ptr as u64);
-    sqe.set_u64(sqe_off::KERNEL_ARGS, args as u64)
-        .set_u32(sqe_off::KERNEL_ARGS_SIZE, args_size);
-    s.submit(&mut sqe, None).map(drop)
+    let mut sqe = Sqe::new(chip().kernel_type(f.engine), kind::KERNEL, block_dim);
+    sqe.set_u64(pl::KERNEL_PC, f.pc)
+        .set_u64(pl::KERNEL_ARGS, args as u64);
+    sqe.set_u32(pl::KERNEL_ARGS_SIZE, args_size)
+        .set_u32(pl::KERNEL_ENGINE, f.engine)
+        .set_u64(annot::NAME, f.name.ptr as u64);
+    s.submit(&mut sqe, Submit::default()).map(drop)
 }
 
 /// (args, argsSize) of an `rtArgsEx_t`, or (NULL, 0).
@@ -858,9 +1019,9 @@ pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut
         LIB,
         "rtGetTaskIdAndStreamID",
         || {
-            let (t, s) = stream::LAST_TASK.with(|l| l.get());
+            let last = stream::LAST_TASK.with(|l| l.get());
             // SAFETY: `taskId` and `streamId` are the caller's out-parameters; `put` rejects NULL.
-            rc(unsafe { put(taskId, t).and_then(|_| put(streamId, s)) })
+            rc(unsafe { put(taskId, last.prof_id).and_then(|_| put(streamId, last.stream)) })
         },
         |a| {
             a.u64("taskId", taskId as u64)
@@ -872,6 +1033,150 @@ pub unsafe extern "C" fn rtGetTaskIdAndStreamID(taskId: *mut u32, streamId: *mut
                         .u64("out_stream_id", (*streamId).into())
                 };
             }
+        },
+    )
+}
+
+// ---------------------------------------------------------------- models (graphs)
+
+/// `rtError_t rtModelCreate(rtModel_t *mdl, uint32_t flag)` (RT pkg_inc/runtime/runtime/
+/// rt_model.h): a model with a driver model id.
+// SAFETY: the C caller's contract: `mdl` is null or a writable rtModel_t.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelCreate(mdl: *mut *mut c_void, flag: u32) -> i32 {
+    api(
+        LIB,
+        "rtModelCreate",
+        || {
+            rc((|| {
+                if mdl.is_null() {
+                    return Err(abi::ACL_ERROR_RT_PARAM_INVALID);
+                }
+                let h = model::create(context::current_device()?)?;
+                // SAFETY: `mdl` is the caller's out-parameter; `put` rejects NULL before writing.
+                unsafe { put(mdl, h) }
+            })())
+        },
+        |a| {
+            a.u64("mdl", mdl as u64).u64("flag", flag.into());
+            // SAFETY: `mdl` is null or the caller's out-parameter, readable once the call returned.
+            a.u64("out_model", unsafe { out_ptr(mdl) });
+        },
+    )
+}
+
+/// `rtError_t rtModelGetId(rtModel_t mdl, uint32_t *modelId)`.
+// SAFETY: the C caller's contract: `mdl` is an opaque handle; `modelId` null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelGetId(mdl: *mut c_void, modelId: *mut u32) -> i32 {
+    api(
+        LIB,
+        "rtModelGetId",
+        // SAFETY: `modelId` is the caller's out-parameter; `put` rejects NULL before writing.
+        || rc(model::get(mdl).and_then(|m| unsafe { put(modelId, m.id) })),
+        |a| {
+            a.u64("mdl", mdl as u64).u64("modelId", modelId as u64);
+            if !modelId.is_null() {
+                // SAFETY: non-null out-parameter.
+                a.u64("out_model_id", unsafe { *modelId }.into());
+            }
+        },
+    )
+}
+
+/// `rtError_t rtModelBindStream(rtModel_t mdl, rtStream_t stm, uint32_t flag)`: tasks launched
+/// on `stm` are captured for the model until it is loaded.
+// SAFETY: the C caller's contract: `mdl` and `stm` are opaque handles, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelBindStream(mdl: *mut c_void, stm: Stm, flag: u32) -> i32 {
+    api(
+        LIB,
+        "rtModelBindStream",
+        || rc(model::get(mdl).and_then(|m| model::bind(&m, handles::stream(stm)?))),
+        |a| {
+            a.u64("mdl", mdl as u64)
+                .u64("stm", stm as u64)
+                .u64("flag", flag.into());
+        },
+    )
+}
+
+/// `rtError_t rtModelUnbindStream(rtModel_t mdl, rtStream_t stm)`.
+// SAFETY: the C caller's contract: `mdl` and `stm` are opaque handles, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelUnbindStream(mdl: *mut c_void, stm: Stm) -> i32 {
+    api(
+        LIB,
+        "rtModelUnbindStream",
+        || rc(model::get(mdl).and_then(|m| model::unbind(&m, &handles::stream(stm)?))),
+        |a| {
+            a.u64("mdl", mdl as u64).u64("stm", stm as u64);
+        },
+    )
+}
+
+/// `rtError_t rtModelLoadComplete(rtModel_t mdl)`: the captured tasks go to the driver in bulk
+/// (`halStreamTaskFill`, RT `Model::SendSqe`).
+// SAFETY: the C caller's contract: `mdl` is an opaque handle, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelLoadComplete(mdl: *mut c_void) -> i32 {
+    api(
+        LIB,
+        "rtModelLoadComplete",
+        || rc(model::get(mdl).and_then(|m| model::load_complete(&m))),
+        |a| {
+            a.u64("mdl", mdl as u64);
+        },
+    )
+}
+
+/// `rtError_t rtModelExecute(rtModel_t mdl, rtStream_t stm, uint32_t flag)`: one
+/// model-execute task on `stm` (COND SQE, `CONDS_SUB_TYPE_MODEL_EXEC`, the model id at 12); the
+/// device runs the model's filled tasks inside it.
+// SAFETY: the C caller's contract: `mdl` and `stm` are opaque handles, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelExecute(mdl: *mut c_void, stm: Stm, flag: u32) -> i32 {
+    api(
+        LIB,
+        "rtModelExecute",
+        || {
+            rc((|| {
+                let m = model::get(mdl)?;
+                let exec_on = model::exec_stream(&m)?;
+                let s = handles::stream(stm)?;
+                let ty = match chip() {
+                    abi::Chip::Ascend910B => abi::v100::COND,
+                    abi::Chip::Ascend950 => abi::v200::COND,
+                };
+                let mut sqe = Sqe::new(ty, kind::MODEL, 0);
+                sqe.0[pl::COND_SUB_TYPE] = abi::CONDS_SUB_TYPE_MODEL_EXEC;
+                sqe.set_u16(pl::MODEL_ID, m.id as u16)
+                    .set_u32(pl::MODEL_STREAM, u32::from(exec_on.id))
+                    .set_u32(annot::AUX, m.id);
+                s.submit(&mut sqe, Submit::default()).map(drop)
+            })())
+        },
+        |a| {
+            a.u64("mdl", mdl as u64)
+                .u64("stm", stm as u64)
+                .u64("flag", flag.into());
+            if let Ok(m) = model::get(mdl) {
+                a.u64("model_id", m.id.into());
+            }
+        },
+    )
+}
+
+/// `rtError_t rtModelDestroy(rtModel_t mdl)`.
+// SAFETY: the C caller's contract: `mdl` is an opaque handle, never trusted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rtModelDestroy(mdl: *mut c_void) -> i32 {
+    api(
+        LIB,
+        "rtModelDestroy",
+        || rc(model::destroy(mdl)),
+        |a| {
+            a.u64("mdl", mdl as u64);
         },
     )
 }
@@ -890,5 +1195,5 @@ pub unsafe extern "C" fn npu_sim_rt_submit(stm: Stm, sqe: *const u8) -> i32 {
     let mut s = Sqe::default();
     // SAFETY: the caller passes one 64-byte SQE.
     unsafe { std::ptr::copy_nonoverlapping(sqe, s.0.as_mut_ptr(), abi::SQE_SIZE) };
-    rc(handles::stream(stm).and_then(|st| st.submit(&mut s, None).map(drop)))
+    rc(handles::stream(stm).and_then(|st| st.submit(&mut s, Submit::default()).map(drop)))
 }

@@ -124,7 +124,7 @@ fn start(dev: u32, ch: u32, p: &ProfStartPara) -> i32 {
         owner_pid: pid(),
         // SAFETY: `user_data` holds `user_data_size` readable bytes, per the contract.
         logging: unsafe { acsq_task_on(p) },
-        cap_records: cfg.prof_buf_bytes / abi::STARS_SOC_LOG_SIZE as u64,
+        cap_records: cfg.prof_buf_bytes / shared.record_size() as u64,
         period_ns: period_ns(p.sample_period),
         start_ns: monotonic_ns(),
     });

@@ -4,6 +4,8 @@
 //! of every process using the device reach the channel in timestamp order.
 use npu_sim_common::time::monotonic_ns;
 
+use npu_sim_common::abi::Chip;
+
 use crate::config::Config;
 use crate::prof::{local, record};
 use crate::task::Task;
@@ -17,8 +19,21 @@ pub(crate) fn stamp(dev: u32, cfg: &Config, task: &Task, func_type: u8) -> u64 {
     let locked = ch.lock();
     let ns = monotonic_ns();
     if locked.logging() {
-        let rec = record::encode(func_type, &task.sqe, task.sq_id, cfg.clock.cnt_at(ns));
-        locked.append(&rec.to_bytes(), ns);
+        let ids = record::Ids {
+            ty: task.sqe.ty(),
+            kind: task.sqe.kind(),
+            stream: task.stream,
+            task: task.task_id as u16,
+            sq: task.sq_id,
+        };
+        let cnt = cfg.clock.cnt_at(ns);
+        match cfg.chip {
+            Chip::Ascend910B => locked.append(&record::encode(func_type, &ids, cnt).to_bytes(), ns),
+            Chip::Ascend950 => {
+                let rec = record::encode_v6(func_type, &ids, task.task_id, cnt);
+                locked.append(&rec.to_bytes(), ns);
+            }
+        }
     }
     ns
 }

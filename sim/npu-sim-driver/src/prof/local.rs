@@ -50,7 +50,20 @@ pub(super) fn channel(dev: u32) -> Option<&'static SharedChannel> {
 fn open(host: &str, dev: u32) -> Option<SharedChannel> {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    // The user id keeps two users' simulated hosts apart; `v1` is the layout version.
-    let name = format!("/npu-sim-u{uid}-{host}-prof-v1-dev{dev}-ch{PROF_CHANNEL_STARS_SOC_LOG}");
-    SharedChannel::open(&CString::new(name).ok()?)
+    let chip = config::get().chip;
+    // The user id keeps two users' simulated hosts apart; `v2` is the layout version; the chip
+    // decides the record format.
+    let name = format!(
+        "/npu-sim-u{uid}-{host}-prof-v2-{}-dev{dev}-ch{PROF_CHANNEL_STARS_SOC_LOG}",
+        chip.tag()
+    );
+    SharedChannel::open(&CString::new(name).ok()?, record_size(chip))
+}
+
+/// Bytes of one channel-50 record on `chip`: `StarsSocLog` (910B) or `StarsSocLogV6` (950).
+pub(super) fn record_size(chip: npu_sim_common::abi::Chip) -> usize {
+    match chip {
+        npu_sim_common::abi::Chip::Ascend910B => npu_sim_common::abi::STARS_SOC_LOG_SIZE,
+        npu_sim_common::abi::Chip::Ascend950 => npu_sim_common::abi::STARS_SOC_LOG_V6_SIZE,
+    }
 }

@@ -5,7 +5,9 @@
 //! (`StarsCommon::GetStreamId/GetTaskId`, csrc/activity/ascend/channel/stars_common.cpp). The
 //! public sources do not say which form the hardware uses for which task, so the simulator
 //! uses all three, chosen by SQE type, and a reader that decodes only the plain form fails.
-use npu_sim_common::abi::{SOC_LOG_STREAM_BIT12, SOC_LOG_STREAM_BIT13, Sqe, StarsSocLog, sqe_type};
+use npu_sim_common::abi::{
+    SOC_LOG_STREAM_BIT12, SOC_LOG_STREAM_BIT13, StarsSocLog, StarsSocLogV6, kind,
+};
 
 /// Stream ids the record can carry: the decoders keep the stream id modulo 2048.
 const STREAM_MASK: u16 = 0x07ff;
@@ -20,10 +22,12 @@ enum IdForm {
     Swapped,
 }
 
-fn form_of(ty: u8) -> IdForm {
-    match ty {
-        sqe_type::SDMA | sqe_type::MEMSET => IdForm::TaskHighInStream,
-        sqe_type::EVENT_RECORD | sqe_type::EVENT_WAIT | sqe_type::HCCL => IdForm::Swapped,
+/// The form a task's records use, by what the task does (the simulator's choice): kernels,
+/// flip and model tasks plain; copies and memsets bit 12; events and collectives bit 13.
+fn form_of(k: u8) -> IdForm {
+    match k {
+        kind::MEMCPY | kind::MEMSET => IdForm::TaskHighInStream,
+        kind::EVENT | kind::HCCL => IdForm::Swapped,
         _ => IdForm::Plain,
     }
 }
@@ -44,19 +48,39 @@ fn id_fields(form: IdForm, stream: u16, task: u16) -> (u16, u16) {
     }
 }
 
-/// The record of `func_type` (begin or end) for the task in `sqe`, queued on SQ `sq_id`,
-/// stamped with device count `cnt`.
-pub(super) fn encode(func_type: u8, sqe: &Sqe, sq_id: u32, cnt: u64) -> StarsSocLog {
-    let ty = sqe.ty();
-    let (stream_id, task_id) = id_fields(form_of(ty), sqe.stream_id(), sqe.task_id());
+/// What a record says about its task.
+pub(super) struct Ids {
+    /// SQE type (the record's `taskType`).
+    pub ty: u8,
+    /// What the task does (`kind::*`), which picks the id form.
+    pub kind: u8,
+    pub stream: u16,
+    pub task: u16,
+    pub sq: u32,
+}
+
+/// The record of `func_type` (begin or end) for a task, stamped with device count `cnt`.
+pub(super) fn encode(func_type: u8, ids: &Ids, cnt: u64) -> StarsSocLog {
+    let (stream_id, task_id) = id_fields(form_of(ids.kind), ids.stream, ids.task);
     StarsSocLog {
-        word0: u16::from(func_type & 0x3f) | (u16::from(ty & 0x3f) << 10),
+        word0: u16::from(func_type & 0x3f) | (u16::from(ids.ty & 0x3f) << 10),
         stream_id,
         task_id,
         timestamp: cnt,
         // accId 0; acsqId: the 10-bit SQ id.
-        acc: ((sq_id & 0x3ff) as u16) << 6,
+        acc: ((ids.sq & 0x3ff) as u16) << 6,
         ..StarsSocLog::default()
+    }
+}
+
+/// The 950 record (`StarsSocLogV6`): the 32-bit task id, no stream.
+pub(super) fn encode_v6(func_type: u8, ids: &Ids, task: u32, cnt: u64) -> StarsSocLogV6 {
+    StarsSocLogV6 {
+        word0: u16::from(func_type & 0x3f) | (u16::from(ids.ty & 0x3f) << 10),
+        task_id: task,
+        timestamp: cnt,
+        acc: ((ids.sq & 0x3ff) as u16) << 6,
+        ..StarsSocLogV6::default()
     }
 }
 
@@ -87,14 +111,19 @@ mod tests {
 
     #[test]
     fn header_bits_are_where_msprof_reads_them() {
-        let mut sqe = Sqe::new(sqe_type::MEMSET, 0);
-        sqe.set_ids(5, 0xe123);
-        let rec = encode(STARS_FUNC_TYPE_END, &sqe, 5, 42);
+        let ids = Ids {
+            ty: 11,
+            kind: kind::MEMSET,
+            stream: 5,
+            task: 0xe123,
+            sq: 5,
+        };
+        let rec = encode(STARS_FUNC_TYPE_END, &ids, 42);
         let b = rec.to_bytes();
         assert_eq!(b[0] & 0x3f, 1, "funcType in bits 0-5");
         assert_eq!(
             u16::from_le_bytes([b[0], b[1]]) >> 10,
-            12,
+            11,
             "taskType in bits 10-15"
         );
         assert_eq!(u64::from_le_bytes(b[8..16].try_into().unwrap()), 42);

@@ -3,7 +3,8 @@
 //! using the device feeds it and only one owns it; a shared mapping gives the simulator the
 //! same host-wide view (the HCCL communicators use the same mechanism).
 //!
-//! Layout: a 4 KiB header of atomics, then `MAX_RECORDS` 64-byte record slots, then one u64 per
+//! Layout: a 4 KiB header of atomics, then the record slots (64-byte `StarsSocLog` on 910B,
+//! 32-byte `StarsSocLogV6` on 950: one record size per file), then one u64 per
 //! slot: the host CLOCK_MONOTONIC time the record was produced, which decides when it becomes
 //! readable. All-zero is a valid idle state, so whoever creates the file needs no initialization
 //! beyond `ftruncate`.
@@ -14,15 +15,15 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use npu_sim_common::abi::STARS_SOC_LOG_SIZE;
-
 const HEADER_BYTES: usize = 4096;
-/// Record slots: the real driver's channel buffer is 4 MiB including a 4 KiB head
+/// Bytes of record slots: the real driver's channel buffer is 4 MiB including a 4 KiB head
 /// (`prof_buff_init`, src/ascend_hal/dmc/prof/adapt/prof_buff.c).
-pub(super) const MAX_RECORDS: usize = ((4 << 20) - HEADER_BYTES) / STARS_SOC_LOG_SIZE;
+const RECORD_BYTES: usize = (4 << 20) - HEADER_BYTES;
+/// The smallest record (`StarsSocLogV6`) sizes the times array.
+const MIN_RECORD: usize = 32;
 const RECORDS_OFF: usize = HEADER_BYTES;
-const TIMES_OFF: usize = RECORDS_OFF + MAX_RECORDS * STARS_SOC_LOG_SIZE;
-const FILE_BYTES: usize = TIMES_OFF + MAX_RECORDS * 8;
+const TIMES_OFF: usize = RECORDS_OFF + RECORD_BYTES;
+const FILE_BYTES: usize = TIMES_OFF + RECORD_BYTES / MIN_RECORD * 8;
 
 /// The shared state. Every field is only changed under the lock; `logging` is also read
 /// without it, as a fast "is anyone profiling" check on every task.
@@ -71,6 +72,8 @@ pub(super) struct Session {
 
 pub(super) struct SharedChannel {
     base: *mut u8,
+    /// Bytes per record.
+    rec: usize,
     fd: libc::c_int,
     local: Mutex<()>,
 }
@@ -83,7 +86,7 @@ unsafe impl Sync for SharedChannel {}
 
 impl SharedChannel {
     /// Maps (creating it if needed) the channel file `name` (`/...`, as for `shm_open`).
-    pub(super) fn open(name: &CStr) -> Option<SharedChannel> {
+    pub(super) fn open(name: &CStr, rec: usize) -> Option<SharedChannel> {
         // SAFETY: plain shm_open of a NUL-terminated name.
         let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600) };
         if fd < 0 {
@@ -96,9 +99,20 @@ impl SharedChannel {
         }
         Some(SharedChannel {
             base: base?,
+            rec: rec.clamp(MIN_RECORD, RECORD_BYTES),
             fd,
             local: Mutex::new(()),
         })
+    }
+
+    /// Records the buffer can hold at most.
+    pub(super) fn max_records(&self) -> u64 {
+        (RECORD_BYTES / self.rec) as u64
+    }
+
+    /// Bytes per record.
+    pub(super) fn record_size(&self) -> usize {
+        self.rec
     }
 
     fn header(&self) -> &Header {
@@ -190,7 +204,7 @@ impl Locked<'_> {
             v.store(0, Ordering::Relaxed);
         }
         h.cap.store(
-            s.cap_records.clamp(1, MAX_RECORDS as u64),
+            s.cap_records.clamp(1, self.ch.max_records()),
             Ordering::Relaxed,
         );
         h.period_ns.store(s.period_ns.max(1), Ordering::Relaxed);
@@ -211,24 +225,26 @@ impl Locked<'_> {
         Stats {
             produced: Self::get(&h.produced),
             lost: Self::get(&h.lost),
-            read: Self::get(&h.head_bytes) / STARS_SOC_LOG_SIZE as u64,
+            read: Self::get(&h.head_bytes) / self.ch.rec as u64,
         }
     }
 
     /// The capacity, bounded again on every read: the file is shared with other processes, so
     /// the slot arithmetic must not trust it.
     fn cap(&self) -> u64 {
-        Self::get(&self.h().cap).clamp(1, MAX_RECORDS as u64)
+        Self::get(&self.h().cap).clamp(1, self.ch.max_records())
     }
 
     /// Records that still occupy the buffer: a record frees its slot once read completely.
     fn occupied(&self) -> u64 {
         let h = self.h();
-        Self::get(&h.tail).saturating_sub(Self::get(&h.head_bytes) / STARS_SOC_LOG_SIZE as u64)
+        Self::get(&h.tail).saturating_sub(Self::get(&h.head_bytes) / self.ch.rec as u64)
     }
 
     /// Stores one record produced at host time `ns`, or counts it lost when the buffer is full.
-    pub(super) fn append(&self, rec: &[u8; STARS_SOC_LOG_SIZE], ns: u64) {
+    /// Stores one record (`record_size` bytes of `rec`) produced at host time `ns`, or counts it
+    /// lost when the buffer is full.
+    pub(super) fn append(&self, rec: &[u8], ns: u64) {
         let h = self.h();
         h.produced.fetch_add(1, Ordering::Relaxed);
         if self.occupied() >= self.cap() {
@@ -237,13 +253,17 @@ impl Locked<'_> {
         }
         let seq = Self::get(&h.tail);
         let slot = (seq % self.cap()) as usize;
-        // SAFETY: slot < cap <= MAX_RECORDS, so both writes stay inside the mapping; the lock
-        // excludes every other reader and writer of these bytes.
+        let size = self.ch.rec;
+        let mut bytes = [0u8; 64];
+        let n = rec.len().min(size).min(bytes.len());
+        bytes[..n].copy_from_slice(&rec[..n]);
+        // SAFETY: slot < cap <= max_records, so slot * size + size <= RECORD_BYTES and both
+        // writes stay inside the mapping; the lock excludes every other reader and writer.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                rec.as_ptr(),
-                self.ch.base.add(RECORDS_OFF + slot * STARS_SOC_LOG_SIZE),
-                STARS_SOC_LOG_SIZE,
+                bytes.as_ptr(),
+                self.ch.base.add(RECORDS_OFF + slot * size),
+                size.min(bytes.len()),
             );
         }
         self.time(slot).store(ns, Ordering::Relaxed);
@@ -251,7 +271,9 @@ impl Locked<'_> {
     }
 
     fn time(&self, slot: usize) -> &AtomicU64 {
-        // SAFETY: slot < MAX_RECORDS; the times array is 8-aligned inside the mapping.
+        assert!(slot < RECORD_BYTES / MIN_RECORD);
+        // SAFETY: slot < RECORD_BYTES / MIN_RECORD, the size of the times array, which is
+        // 8-aligned inside the mapping.
         unsafe { &*self.ch.base.add(TIMES_OFF + slot * 8).cast::<AtomicU64>() }
     }
 
@@ -271,7 +293,7 @@ impl Locked<'_> {
     /// readable ones (flushed, or produced by the last delivery) form a prefix.
     fn readable_end(&self, now: u64) -> u64 {
         let h = self.h();
-        let first = Self::get(&h.head_bytes) / STARS_SOC_LOG_SIZE as u64;
+        let first = Self::get(&h.head_bytes) / self.ch.rec as u64;
         let (flushed, by) = (Self::get(&h.flushed), self.delivered_by(now));
         let cap = self.cap();
         let is_readable = |seq: u64| {
@@ -291,14 +313,14 @@ impl Locked<'_> {
 
     /// Bytes a read at `now` could return.
     pub(super) fn readable_bytes(&self, now: u64) -> u64 {
-        let end = self.readable_end(now) * STARS_SOC_LOG_SIZE as u64;
+        let end = self.readable_end(now) * self.ch.rec as u64;
         end.saturating_sub(Self::get(&self.h().head_bytes))
     }
 
     /// Copies up to `out.len()` readable bytes (possibly ending inside a record, as the real
     /// driver's byte ring does) and consumes them.
     pub(super) fn read(&self, out: &mut [u8], now: u64) -> usize {
-        let ring = (self.cap() as usize) * STARS_SOC_LOG_SIZE;
+        let ring = (self.cap() as usize) * self.ch.rec;
         // Never more than one ring's worth, whatever the shared counters say.
         let n = (self.readable_bytes(now) as usize).min(out.len()).min(ring);
         let head = Self::get(&self.h().head_bytes);
@@ -332,14 +354,14 @@ mod tests {
     fn channel(tag: &str) -> SharedChannel {
         let name = format!("/npu-sim-unit-{tag}-{}\0", std::process::id());
         let name = CStr::from_bytes_with_nul(name.as_bytes()).unwrap();
-        let ch = SharedChannel::open(name).expect("shm channel");
+        let ch = SharedChannel::open(name, 64).expect("shm channel");
         // SAFETY: unlinking the name we just created; the mapping stays valid.
         unsafe { libc::shm_unlink(name.as_ptr()) };
         ch
     }
 
-    fn rec(i: u8) -> [u8; STARS_SOC_LOG_SIZE] {
-        [i; STARS_SOC_LOG_SIZE]
+    fn rec(i: u8) -> [u8; 64] {
+        [i; 64]
     }
 
     fn session(cap: u64) -> Session {
