@@ -11,7 +11,9 @@ use serde_json::Value;
 use tracer_schema::session::Session;
 
 use crate::{
-    Row, read_table, read_truth, scratch_dir, sim_command, tracer_command,
+    Row,
+    device::expected_rows,
+    read_table, read_truth, scratch_dir, sim_command, tracer_command,
     truth::{TASK_TABLES, task_table},
 };
 
@@ -116,8 +118,9 @@ pub fn assert_window_complete(rows: &[Row], truth: &[Value], traced_from_ns: u64
 }
 
 /// Every device task `pid` submitted between `from_ns` and `until_ns` has exactly one row in
-/// its table, with the device counts of the truth, and every row is a task of the truth;
-/// returns how many tasks were checked.
+/// its table (the tasks of a memset or a collective one row together), with the device
+/// counts of the truth, and every row stands for tasks of the truth; returns how many rows
+/// were checked.
 pub fn assert_device_window(
     dir: &Path,
     truth: &Path,
@@ -125,57 +128,41 @@ pub fn assert_device_window(
     from_ns: u64,
     until_ns: u64,
 ) -> usize {
-    let key = |device: &Value, stream: &Value, task: &Value, start: &Value| {
-        [device, stream, task, start].map(|v| v.as_u64().unwrap_or(u64::MAX))
-    };
     let tasks: Vec<Value> = read_truth(truth)
         .remove(&u64::from(pid))
         .unwrap_or_default()
         .into_iter()
-        .filter(|l| l["type"] == "task")
+        .filter(|l| l["type"] == "task" && task_table(l["kind"].as_str().unwrap_or("")).is_some())
         .collect();
+    let expected = expected_rows(&tasks);
+    let key = |device: &Value, start: u64| (device.as_u64().unwrap_or(u64::MAX), start);
     let mut checked = 0;
     for table in TASK_TABLES {
         let rows = read_table(dir, table);
         for row in &rows {
             let want = key(
                 &row["device_id"],
-                &row["stream_id"],
-                &row["task_id"],
-                &row["device_start_cnt"],
+                row["device_start_cnt"].as_u64().unwrap_or(0),
             );
-            let task = tasks
+            let found = expected
                 .iter()
-                .find(|t| key(&t["device"], &t["stream"], &t["task"], &t["start_cnt"]) == want)
+                .find(|e| e.table == table && key(&e.task["device"], e.start_cnt) == want)
                 .unwrap_or_else(|| panic!("{table} row of no truth task: {row:?}"));
-            assert_eq!(row["device_end_cnt"], task["end_cnt"], "{task}\n{row:?}");
+            assert_eq!(row["device_end_cnt"], found.end_cnt, "{found:?}\n{row:?}");
         }
-        for task in &tasks {
-            let submit = task["submit_ns"].as_u64().unwrap();
-            if submit <= from_ns
-                || submit >= until_ns
-                || task_table(task["kind"].as_str().unwrap()) != Some(table)
-            {
+        for want in expected.iter().filter(|e| e.table == table) {
+            let submit = want.task["submit_ns"].as_u64().unwrap();
+            if submit <= from_ns || submit >= until_ns {
                 continue;
             }
-            let want = key(
-                &task["device"],
-                &task["stream"],
-                &task["task"],
-                &task["start_cnt"],
-            );
             let found = rows
                 .iter()
                 .filter(|r| {
-                    key(
-                        &r["device_id"],
-                        &r["stream_id"],
-                        &r["task_id"],
-                        &r["device_start_cnt"],
-                    ) == want
+                    key(&r["device_id"], r["device_start_cnt"].as_u64().unwrap_or(0))
+                        == key(&want.task["device"], want.start_cnt)
                 })
                 .count();
-            assert_eq!(found, 1, "{table} rows of task {task}");
+            assert_eq!(found, 1, "{table} rows of {want:?}");
             checked += 1;
         }
     }

@@ -80,8 +80,9 @@ fn device_fault_is_a_failed_kernel_and_a_critical_event() {
 
 #[test]
 fn task_ids_that_wrap_join_the_right_calls() {
-    // Every stream starts 6 ids below the 16-bit wrap, so most of the run's ids reuse
-    // values that earlier tasks of the same stream had.
+    // Every stream starts 5 ids below the wrap (task ids run 0..=65534, RT
+    // `(last + 1) % 0xFFFF`), so most of the run's ids reuse values that earlier tasks of
+    // the same stream had, and the runtime inserts its flip task at each wrap.
     let workload = [
         args(&["/usr/bin/env", "NPU_SIM_TASK_ID_START=65530"]),
         vec![sim_bin("npu-sim-app")],
@@ -91,9 +92,10 @@ fn task_ids_that_wrap_join_the_right_calls() {
     let recording = record("device-wrap", &[], &workload);
     let tasks = truth_tasks(&recording);
     assert!(
-        tasks.iter().any(|t| t["task"].as_u64() == Some(65535))
-            && tasks.iter().any(|t| t["task"].as_u64() == Some(0)),
-        "the run crosses the wrap"
+        tasks.iter().any(|t| t["task"].as_u64() == Some(65534))
+            && tasks.iter().any(|t| t["task"].as_u64() == Some(0))
+            && tasks.iter().any(|t| t["kind"] == "FLIP"),
+        "the run crosses the wrap, with flip tasks"
     );
     assert_aligned("wrap", check_tasks(&recording));
     assert_timed_by_channel(&recording);

@@ -1,6 +1,9 @@
 //! `npu-bpftrace report` on recorded 2-rank training runs: its figures against the
 //! simulator's ground truth of the same run.
-use std::{collections::BTreeMap, process::Command};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    process::Command,
+};
 
 use serde_json::Value;
 use tests::{Recording, npu_bpftrace, read_truth, record, sim_bin};
@@ -89,13 +92,21 @@ fn report_matches_truth() {
         "bytes per direction"
     );
 
-    // Every rank logs its part of a collective: n parts make one collective.
+    // Every rank logs its part of a collective (its notify and transfer tasks, all of one
+    // call): n parts make one collective.
+    let parts: BTreeSet<(String, u64, u64)> = truth_tasks(&recording, "HCCL")
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["pid"].as_u64().unwrap(),
+                t["api_enter_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
     let mut collectives: BTreeMap<String, u64> = BTreeMap::new();
-    let parts = truth_tasks(&recording, "HCCL");
-    for task in &parts {
-        *collectives
-            .entry(task["name"].as_str().unwrap().to_owned())
-            .or_default() += 1;
+    for (name, _, _) in &parts {
+        *collectives.entry(name.clone()).or_default() += 1;
     }
     for (op, n) in collectives.iter_mut() {
         assert_eq!(*n % 2, 0, "{op}: both ranks ran each collective");

@@ -2,7 +2,7 @@
 //! traces a simulated 2-rank training run with `npu-bpftrace record`, then prints
 //! `npu-bpftrace report` on the dataset it wrote.
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     ffi::OsString,
     path::{Path, PathBuf},
     process::Command,
@@ -97,8 +97,9 @@ fn check_truth(tracer: &Path, out: &Path) -> Result<()> {
 struct Totals {
     kernels: u64,
     memcpy_bytes: u64,
-    /// HCCL task lines by the collective's rank count: each rank logs its own part.
-    hccl_parts: BTreeMap<u64, u64>,
+    /// Each rank's part of each collective, (pid, api_enter_ns), by the collective's rank
+    /// count: a part is one or more HCCL task lines (notifies and transfers).
+    hccl_parts: BTreeMap<u64, BTreeSet<(u64, u64)>>,
 }
 
 impl Totals {
@@ -127,14 +128,21 @@ impl Totals {
             Some("MEMCPY") => self.memcpy_bytes += line["bytes"].as_u64().unwrap_or(0),
             Some("HCCL") => {
                 let nranks = line["nranks"].as_u64().unwrap_or(1).max(1);
-                *self.hccl_parts.entry(nranks).or_default() += 1;
+                let part = (
+                    line["pid"].as_u64().unwrap_or(0),
+                    line["api_enter_ns"].as_u64().unwrap_or(0),
+                );
+                self.hccl_parts.entry(nranks).or_default().insert(part);
             }
             _ => {}
         }
     }
 
     fn collectives(&self) -> u64 {
-        self.hccl_parts.iter().map(|(n, parts)| parts / n).sum()
+        self.hccl_parts
+            .iter()
+            .map(|(n, parts)| parts.len() as u64 / n)
+            .sum()
     }
 }
 
