@@ -1,6 +1,7 @@
 //! Helpers for tracing processes that are already running: start a simulator workload,
 //! find its pid, attach to it, and compare the window traced with the ground truth.
 use std::{
+    collections::HashMap,
     path::Path,
     process::{Child, Command},
     thread::sleep,
@@ -12,7 +13,7 @@ use tracer_schema::session::Session;
 
 use crate::{
     Row,
-    device::expected_rows,
+    device::{Expected, expected_rows},
     read_table, read_truth, scratch_dir, sim_command, tracer_command,
     truth::{TASK_TABLES, task_table},
 };
@@ -92,7 +93,15 @@ pub fn assert_window_complete(rows: &[Row], truth: &[Value], traced_from_ns: u64
         .filter_map(|r| r["end_ns"].as_u64())
         .max()
         .expect("rows");
-    let mut unmatched: Vec<&Row> = rows.iter().collect();
+    // Rows not yet matched, per (thread, function): a long run has many calls.
+    let mut unmatched: HashMap<(u64, &str), Vec<&Row>> = HashMap::new();
+    for row in rows {
+        let key = (
+            row["tid"].as_u64().unwrap_or(0),
+            row["name"].as_str().unwrap_or(""),
+        );
+        unmatched.entry(key).or_default().push(row);
+    }
     let mut checked = 0;
     for call in truth {
         let (enter, exit) = (
@@ -102,16 +111,19 @@ pub fn assert_window_complete(rows: &[Row], truth: &[Value], traced_from_ns: u64
         if enter <= traced_from_ns || exit > until {
             continue;
         }
-        let found = unmatched.iter().position(|r| {
-            r["tid"] == call["tid"]
-                && r["name"] == call["fn"]
-                && r["start_ns"].as_u64().unwrap() <= enter
+        let key = (
+            call["tid"].as_u64().unwrap_or(0),
+            call["fn"].as_str().unwrap_or(""),
+        );
+        let candidates = unmatched.entry(key).or_default();
+        let found = candidates.iter().position(|r| {
+            r["start_ns"].as_u64().unwrap() <= enter
                 && r["end_ns"].as_u64().is_some_and(|end| exit <= end)
         });
         let Some(i) = found else {
             panic!("call missing from the trace: {call}");
         };
-        unmatched.swap_remove(i);
+        candidates.swap_remove(i);
         checked += 1;
     }
     checked
@@ -135,34 +147,40 @@ pub fn assert_device_window(
         .filter(|l| l["type"] == "task" && task_table(l["kind"].as_str().unwrap_or("")).is_some())
         .collect();
     let expected = expected_rows(&tasks);
-    let key = |device: &Value, start: u64| (device.as_u64().unwrap_or(u64::MAX), start);
+    let key = |device: &Value, start: &Value| {
+        (
+            device.as_u64().unwrap_or(u64::MAX),
+            start.as_u64().unwrap_or(0),
+        )
+    };
+    // Indexed: a long run's truth has tens of thousands of tasks.
+    let by_key: HashMap<(&str, (u64, u64)), &Expected> = expected
+        .iter()
+        .map(|e| ((e.table, key(&e.task["device"], &e.start_cnt.into())), e))
+        .collect();
     let mut checked = 0;
     for table in TASK_TABLES {
         let rows = read_table(dir, table);
+        let mut seen: HashMap<(u64, u64), usize> = HashMap::new();
         for row in &rows {
-            let want = key(
-                &row["device_id"],
-                row["device_start_cnt"].as_u64().unwrap_or(0),
-            );
-            let found = expected
-                .iter()
-                .find(|e| e.table == table && key(&e.task["device"], e.start_cnt) == want)
+            let at = key(&row["device_id"], &row["device_start_cnt"]);
+            let found = by_key
+                .get(&(table, at))
                 .unwrap_or_else(|| panic!("{table} row of no truth task: {row:?}"));
             assert_eq!(row["device_end_cnt"], found.end_cnt, "{found:?}\n{row:?}");
+            *seen.entry(at).or_default() += 1;
         }
         for want in expected.iter().filter(|e| e.table == table) {
             let submit = want.task["submit_ns"].as_u64().unwrap();
             if submit <= from_ns || submit >= until_ns {
                 continue;
             }
-            let found = rows
-                .iter()
-                .filter(|r| {
-                    key(&r["device_id"], r["device_start_cnt"].as_u64().unwrap_or(0))
-                        == key(&want.task["device"], want.start_cnt)
-                })
-                .count();
-            assert_eq!(found, 1, "{table} rows of {want:?}");
+            let at = key(&want.task["device"], &want.start_cnt.into());
+            assert_eq!(
+                seen.get(&at).copied().unwrap_or(0),
+                1,
+                "{table} rows of {want:?}"
+            );
             checked += 1;
         }
     }
