@@ -15,13 +15,19 @@ fn layout() -> Option<&'static DeviceLayout> {
     LAYOUT.get(0)
 }
 
-/// The outermost traced call in flight on `tid`, 0 when none.
+/// The outermost traced call in flight on `tid`, 0 when none (frame 1 keeps the last
+/// outermost call after it returned: only a depth of one or more makes it current).
 #[inline(always)]
 fn outermost_call(tid: u32) -> u64 {
     THREADS
         .get_ptr(tid)
         // SAFETY: map value pointer valid for this program run.
-        .and_then(|state| unsafe { (*state).frames.get(1).map(|f| f.correlation_id) })
+        .and_then(|state| unsafe {
+            if (*state).depth == 0 {
+                return None;
+            }
+            (*state).frames.get(1).map(|f| f.correlation_id)
+        })
         .unwrap_or(0)
 }
 
