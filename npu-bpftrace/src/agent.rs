@@ -44,7 +44,7 @@ use crate::{
         parquet::{ParquetSink, SinkOptions},
         print::Printer,
     },
-    symbolize::Symbolizer,
+    symbolize::{CapturedBinaries, Symbolizer},
 };
 
 /// What to trace.
@@ -131,6 +131,9 @@ const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 const PASSIVE_SOURCE: &str = "profiling_channel_passive";
 /// How long stopping waits for the end records of tasks still running on the devices.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The same when another profiler reads a device's channel (passive mode): its reads come at
+/// its own pace (msPTI and msprof poll with a 1 s timeout).
+const PASSIVE_SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn trace(opts: TraceOptions) -> Result<TraceSummary> {
     preflight(&opts)?;
@@ -350,6 +353,11 @@ struct Pipeline {
     channel: Option<ChannelReader>,
     /// Per device, where its task times come from (for session.json).
     device_time_sources: BTreeMap<u32, String>,
+    /// Asks the ring poller to hand on what it holds, then the correlator to answer once
+    /// no task submitted by the given time waits for its channel records.
+    settle: mpsc::Sender<Settle>,
+    /// How long stopping waits for the end records of submitted tasks.
+    settle_timeout: Duration,
     consumer: tokio::task::JoinHandle<Result<ConsumeReport>>,
     progress: Arc<Progress>,
 }
@@ -377,16 +385,39 @@ impl Pipeline {
             Some(path) => start_channel(path, &tx),
             None => (None, BTreeMap::new()),
         };
-        let passive = device_time_sources
+        let passive: Vec<u32> = device_time_sources
             .iter()
             .filter(|(_, source)| source.starts_with(PASSIVE_SOURCE))
-            .map(|(&device, _)| device);
-        probes.set_passive_devices(passive)?;
+            .map(|(&device, _)| device)
+            .collect();
+        probes.set_passive_devices(passive.iter().copied())?;
+        let settle_timeout = if passive.is_empty() {
+            SETTLE_TIMEOUT
+        } else {
+            PASSIVE_SETTLE_TIMEOUT
+        };
         // Before the ring poller starts: the correlator must know a device's time source
         // before it sees any of its submissions.
-        let poller = tokio::spawn(poll_ring(probes.take_events()?, tx.clone(), stop_rx));
+        let (settle, settle_rx) = mpsc::channel(1);
+        let binaries = CapturedBinaries::default();
+        let reader = RingReader::new(binaries.clone());
+        let poller = tokio::spawn(poll_ring(
+            probes.take_events()?,
+            reader,
+            tx.clone(),
+            stop_rx,
+            settle_rx,
+        ));
         let progress = Arc::new(Progress::default());
-        let consumer = tokio::spawn(consume(rx, sink, opts.print, devices, progress.clone()));
+        let symbolizer = Symbolizer::new(binaries);
+        let consumer = tokio::spawn(consume(
+            rx,
+            sink,
+            symbolizer,
+            opts.print,
+            devices,
+            progress.clone(),
+        ));
         Ok(Self {
             stop,
             tx,
@@ -394,6 +425,8 @@ impl Pipeline {
             sampler,
             channel,
             device_time_sources,
+            settle,
+            settle_timeout,
             consumer,
             progress,
         })
@@ -406,8 +439,8 @@ impl Pipeline {
         // agent or (passive mode) copied through the ring buffer, may take a while.
         let (settled, wait) = oneshot::channel();
         let now_ns = clock_ns(libc::CLOCK_MONOTONIC);
-        if self.tx.send(Input::Settle(now_ns, settled)).await.is_ok() {
-            let _ = tokio::time::timeout(SETTLE_TIMEOUT, wait).await;
+        if self.settle.send((now_ns, settled)).await.is_ok() {
+            let _ = tokio::time::timeout(self.settle_timeout, wait).await;
         }
         let _ = self.stop.send(true);
         let decode_errors = self.poller.await.context("ring-buffer poller panicked")??;
@@ -611,10 +644,15 @@ fn rescan(opts: &TraceOptions, probes: &mut Probes, attacher: &mut Attacher) -> 
 
 /// Drains the ring buffer whenever it is readable and forwards decoded batches. On stop,
 /// drains what is left so nothing already recorded is lost.
+/// A settle request: (CLOCK_MONOTONIC ns, who to answer).
+type Settle = (u64, oneshot::Sender<()>);
+
 async fn poll_ring(
     ring: RingBuf<MapData>,
+    mut reader: RingReader,
     tx: mpsc::Sender<Input>,
     mut stop: watch::Receiver<bool>,
+    mut settle: mpsc::Receiver<Settle>,
 ) -> Result<u64> {
     // SAFETY: the ring buffer owns its fd and outlives the registration (both move here).
     let mut fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
@@ -622,7 +660,6 @@ async fn poll_ring(
     // The BPF side wakes us only once data piles up; small amounts wait for this tick.
     let mut tick = tokio::time::interval(POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut reader = RingReader::default();
     loop {
         tokio::select! {
             guard = fd.readable_mut() => {
@@ -637,6 +674,15 @@ async fn poll_ring(
                     return Ok(reader.decode_errors);
                 }
             }
+            Some((by_ns, reply)) = settle.recv() => {
+                // Submissions still in the ring first: the correlator must know them
+                // before it can say none is waiting.
+                if !reader.forward_all(fd.get_mut(), &tx).await
+                    || tx.send(Input::Settle(by_ns, reply)).await.is_err()
+                {
+                    return Ok(reader.decode_errors);
+                }
+            }
             _ = stop.changed() => break,
         }
     }
@@ -645,14 +691,23 @@ async fn poll_ring(
 }
 
 /// Turns ring-buffer bytes into the correlator's inputs.
-#[derive(Default)]
 struct RingReader {
     decode_errors: u64,
     /// Channel bytes other profilers read (passive mode), as device records.
     passive: PassiveChannels,
+    /// Device binaries copied at registration, for the symbolizer.
+    binaries: CapturedBinaries,
 }
 
 impl RingReader {
+    fn new(binaries: CapturedBinaries) -> Self {
+        Self {
+            decode_errors: 0,
+            passive: PassiveChannels::default(),
+            binaries,
+        }
+    }
+
     /// Sends everything the ring buffer holds, in batches; false once nobody listens.
     async fn forward_all(&mut self, ring: &mut RingBuf<MapData>, tx: &mpsc::Sender<Input>) -> bool {
         loop {
@@ -680,6 +735,7 @@ impl RingReader {
             match decode(&item) {
                 Ok(Decoded::Record(record)) => batch.push(record),
                 Ok(Decoded::Channel(piece)) => device.push(self.passive.push(&piece)),
+                Ok(Decoded::Binary(piece)) => self.binaries.add(&piece),
                 Err(_) => self.decode_errors += 1,
             }
         }
@@ -699,11 +755,12 @@ struct ConsumeReport {
 async fn consume(
     mut rx: mpsc::Receiver<Input>,
     mut sink: Box<dyn Sink + Send>,
+    symbolizer: Symbolizer,
     print: bool,
     devices: Devices,
     progress: Arc<Progress>,
 ) -> Result<ConsumeReport> {
-    let mut correlator = Correlator::new(Box::new(Symbolizer::default()));
+    let mut correlator = Correlator::new(Box::new(symbolizer));
     let mut processes = ProcessCounter::default();
     let mut printer = Printer::new(print);
     let mut tick = tokio::time::interval(FLUSH_INTERVAL);

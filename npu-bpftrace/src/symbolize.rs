@@ -2,7 +2,14 @@
 //! was registered before tracing began is named by the ELF symbol it points at, and the
 //! kernels of a device binary registered with `rtRegisterAllKernel` by the symbols of the
 //! ELF it carries (read from the process's memory).
-use std::{collections::HashMap, fs, path::PathBuf, sync::Arc};
+use std::{
+    collections::HashMap,
+    fs,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+};
+
+use tracer_common::{BinaryPiece, CHANNEL_CHUNK};
 
 use tracer_core::correlate::Symbolize;
 
@@ -11,10 +18,47 @@ use crate::symbols::{SymbolTable, kernel_symbols};
 /// Device binaries larger than this are not read.
 const MAX_DEV_BINARY: u64 = 256 << 20;
 
+/// Device binaries the probes copied at registration, by the registering call's correlation
+/// id: filled by the ring-buffer reader before it hands on the call's records.
+#[derive(Debug, Default, Clone)]
+pub struct CapturedBinaries(Arc<Mutex<HashMap<u64, Vec<u8>>>>);
+
+impl CapturedBinaries {
+    /// Stores a piece of the binary of call `correlation_id`.
+    pub fn add(&self, piece: &BinaryPiece) {
+        let len = (piece.len as usize).min(CHANNEL_CHUNK);
+        let at = piece.offset as usize;
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let binary = all.entry(piece.correlation_id).or_default();
+        if binary.len() < at + len {
+            binary.resize(at + len, 0);
+        }
+        binary[at..at + len].copy_from_slice(&piece.data[..len]);
+    }
+
+    fn take(&self, correlation_id: u64) -> Option<Vec<u8>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&correlation_id)
+    }
+}
+
 /// Caches symbol tables per file and answers per-process address lookups.
 #[derive(Default)]
 pub struct Symbolizer {
     tables: HashMap<PathBuf, Option<Arc<SymbolTable>>>,
+    binaries: CapturedBinaries,
+}
+
+impl Symbolizer {
+    /// A symbolizer that names device binaries from the copies in `binaries`.
+    pub fn new(binaries: CapturedBinaries) -> Self {
+        Self {
+            tables: HashMap::new(),
+            binaries,
+        }
+    }
 }
 
 impl Symbolize for Symbolizer {
@@ -34,7 +78,20 @@ impl Symbolize for Symbolizer {
             .map(str::to_owned)
     }
 
-    fn binary_kernels(&mut self, pid: u32, data: u64, len: u64) -> Vec<String> {
+    /// From the copy the probe made at the call (complete unless the binary was larger
+    /// than the probe copies), else from the process's memory if it still holds it.
+    fn binary_kernels(
+        &mut self,
+        pid: u32,
+        correlation_id: u64,
+        data: u64,
+        len: u64,
+    ) -> Vec<String> {
+        if let Some(copy) = self.binaries.take(correlation_id)
+            && copy.len() as u64 == len
+        {
+            return kernel_symbols(&copy);
+        }
         if len > MAX_DEV_BINARY {
             return Vec::new();
         }

@@ -253,7 +253,8 @@ pub static CATALOG: &[ProbeDef] = &[
     f(RtL, "rtRegisterAllKernel", Rt, &[a(0, "bin", Address)])
         .text(0, Text::DevBinary)
         .out(1, 8, Handle)
-        .role(Role::RegisterAllKernels),
+        .role(Role::RegisterAllKernels)
+        .device_role(ProbeRole::CaptureBinary),
     f(
         RtL,
         "rtKernelLaunch",

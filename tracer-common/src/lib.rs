@@ -35,6 +35,8 @@ pub enum RecordKind {
     TaskSubmit = 5,
     /// Profiling-channel bytes another profiler read: [`ChannelData`].
     ChannelData = 6,
+    /// Bytes of a device binary being registered: [`BinaryPiece`].
+    BinaryPiece = 7,
 }
 
 impl RecordKind {
@@ -46,6 +48,7 @@ impl RecordKind {
             4 => Some(Self::TaskComplete),
             5 => Some(Self::TaskSubmit),
             6 => Some(Self::ChannelData),
+            7 => Some(Self::BinaryPiece),
             _ => None,
         }
     }
@@ -93,10 +96,15 @@ pub enum DropKind {
     ChannelData = 16,
     /// The buffer another profiler read the profiling channel into could not be read.
     ChannelDataRead = 17,
+    /// Ring buffer full: part of a device binary being registered was lost (its kernels
+    /// may go unnamed).
+    BinaryPiece = 18,
+    /// A device binary being registered could not be read.
+    BinaryRead = 19,
 }
 
 impl DropKind {
-    pub const COUNT: u32 = 18;
+    pub const COUNT: u32 = 20;
     pub const ALL: [DropKind; Self::COUNT as usize] = [
         Self::ApiEnter,
         Self::ApiExit,
@@ -116,6 +124,8 @@ impl DropKind {
         Self::HandleLayout,
         Self::ChannelData,
         Self::ChannelDataRead,
+        Self::BinaryPiece,
+        Self::BinaryRead,
     ];
 
     /// A user-memory read that failed (the record is kept, a value in it is missing or
@@ -132,6 +142,7 @@ impl DropKind {
                 | Self::StackArgsRead
                 | Self::HandleLayout
                 | Self::ChannelDataRead
+                | Self::BinaryRead
         )
     }
 
@@ -155,6 +166,8 @@ impl DropKind {
             Self::HandleLayout => "read_failed_handle_layout",
             Self::ChannelData => "ringbuf_full_channel_data",
             Self::ChannelDataRead => "read_failed_channel_data",
+            Self::BinaryPiece => "ringbuf_full_binary",
+            Self::BinaryRead => "read_failed_binary",
         }
     }
 }
@@ -284,6 +297,10 @@ pub enum ProbeRole {
     /// EXIT, copy the profiling-channel bytes that process read (another profiler owns the
     /// channel; the agent reads along, "passive mode").
     ChannelRead = 3,
+    /// `rtRegisterAllKernel(const rtDevBinary_t *bin, ...)`: at ENTER, copy the device
+    /// binary `bin` describes (its kernels are named by its ELF symbols; the caller may free
+    /// it once the call returned).
+    CaptureBinary = 4,
 }
 
 impl ProbeSpec {
@@ -455,6 +472,26 @@ pub struct ChannelData {
     pub data: [u8; CHANNEL_CHUNK],
 }
 
+/// Device-binary bytes copied per `rtRegisterAllKernel`: a larger binary is cut short (its
+/// kernels are then named from the process's memory, if it still holds the binary).
+pub const MAX_BINARY_CHUNKS: u32 = 512;
+
+/// A piece of a device binary being registered: `len` bytes at byte `offset` of the binary
+/// of the call `correlation_id`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct BinaryPiece {
+    /// The registering thread; `ts_ns` of the call's ENTER.
+    pub header: RecordHeader,
+    pub correlation_id: u64,
+    /// Valid bytes in `data`.
+    pub len: u32,
+    pub offset: u32,
+    /// The binary's whole length.
+    pub total: u64,
+    pub data: [u8; CHANNEL_CHUNK],
+}
+
 /// One traced call in flight on a thread.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -543,6 +580,7 @@ const _: () = {
     assert!(size_of::<TaskComplete>() == 24 + 24 + 16 + 8 + 8);
     assert!(size_of::<TaskSubmit>() == 24 + 24 + 16);
     assert!(size_of::<ChannelData>() == 24 + 16 + CHANNEL_CHUNK);
+    assert!(size_of::<BinaryPiece>() == 24 + 24 + CHANNEL_CHUNK);
     // 24 u16 fields, then the u64: no implicit padding.
     assert!(size_of::<DeviceLayout>() == 48 + 8);
     assert!(size_of::<ThreadState>() == 8 + (MAX_DEPTH + 1) * 24);

@@ -66,10 +66,16 @@ pub trait Symbolize {
     /// The function symbol at `addr` in process `pid`, if known.
     fn function_at(&mut self, pid: u32, addr: u64) -> Option<String>;
 
-    /// The kernel (function) symbols of the device ELF of `len` bytes at `data` in process
-    /// `pid`; none when it cannot be read.
-    fn binary_kernels(&mut self, pid: u32, data: u64, len: u64) -> Vec<String> {
-        let _ = (pid, data, len);
+    /// The kernel (function) symbols of the device ELF that call `correlation_id` of process
+    /// `pid` registered (`len` bytes at `data`); none when it cannot be read.
+    fn binary_kernels(
+        &mut self,
+        pid: u32,
+        correlation_id: u64,
+        data: u64,
+        len: u64,
+    ) -> Vec<String> {
+        let _ = (pid, correlation_id, data, len);
         Vec::new()
     }
 }
@@ -335,7 +341,8 @@ impl Correlator {
             }
             Role::RegisterAllKernels => {
                 if let (true, Some((data, len))) = (ok && handle != 0, dev_binary(enter)) {
-                    for name in self.symbolizer.binary_kernels(pid, data, len) {
+                    let call = enter.correlation_id;
+                    for name in self.symbolizer.binary_kernels(pid, call, data, len) {
                         if let Some(key) = tiling_key_of(&name) {
                             self.keyed_kernels.insert((pid, handle, key), name);
                         }

@@ -3,7 +3,7 @@
 use std::mem::size_of;
 
 use tracer_common::{
-    ApiEnter, ApiExit, ChannelData, RecordHeader, RecordKind, TaskComplete, TaskSubmit,
+    ApiEnter, ApiExit, BinaryPiece, ChannelData, RecordHeader, RecordKind, TaskComplete, TaskSubmit,
 };
 
 /// One record from the kernel.
@@ -28,12 +28,13 @@ impl Record {
     }
 }
 
-/// A ring-buffer record: a fixed-size one, or a piece of profiling-channel bytes (boxed and
-/// kept out of [`Record`], which would grow to its size).
+/// A ring-buffer record: a fixed-size one, or a piece of profiling-channel bytes or of a
+/// device binary (boxed and kept out of [`Record`], which would grow to their size).
 #[derive(Debug, Clone)]
 pub enum Decoded {
     Record(Record),
     Channel(Box<ChannelData>),
+    Binary(Box<BinaryPiece>),
 }
 
 /// Why a record could not be decoded.
@@ -55,6 +56,9 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         RecordKind::TaskSubmit => read::<TaskSubmit>(bytes).map(Record::TaskSubmit),
         RecordKind::ChannelData => {
             return read::<ChannelData>(bytes).map(|piece| Decoded::Channel(Box::new(piece)));
+        }
+        RecordKind::BinaryPiece => {
+            return read::<BinaryPiece>(bytes).map(|piece| Decoded::Binary(Box::new(piece)));
         }
     };
     record.map(Decoded::Record)
@@ -81,6 +85,8 @@ unsafe impl WireRecord for TaskComplete {}
 unsafe impl WireRecord for TaskSubmit {}
 // SAFETY: as above.
 unsafe impl WireRecord for ChannelData {}
+// SAFETY: as above.
+unsafe impl WireRecord for BinaryPiece {}
 
 fn read<T: WireRecord>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < size_of::<T>() {

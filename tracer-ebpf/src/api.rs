@@ -19,7 +19,7 @@ use crate::maps::{
     EVENTS, LAYOUT, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
     read, submit_flags,
 };
-use crate::{channel, tasks};
+use crate::{pieces, tasks};
 
 #[uprobe]
 pub(crate) fn api_enter(ctx: ProbeContext) -> u32 {
@@ -65,7 +65,7 @@ fn on_enter(ctx: &ProbeContext) {
     let (probe, spec) = probe_of(ctx);
     let traced = is_traced(tgid);
     // Another profiler's channel reads are copied whichever process makes them.
-    let passive = spec.role == ProbeRole::ChannelRead as u8 && channel::wants(ctx, tgid);
+    let passive = spec.role == ProbeRole::ChannelRead as u8 && pieces::wants_channel(ctx, tgid);
     if !traced && !passive {
         return;
     }
@@ -135,6 +135,9 @@ fn on_enter(ctx: &ProbeContext) {
         (*rec)._pad = 0;
     }
     entry.submit(submit_flags());
+    if spec.role == ProbeRole::CaptureBinary as u8 {
+        pieces::capture_binary(args[0], correlation_id, tgid, tid, ts_ns);
+    }
 }
 
 /// The integer arguments. Constant indices only: the verifier rejects context reads at
@@ -270,7 +273,7 @@ fn on_exit(ctx: &RetProbeContext) {
         tasks::on_cq_recv(frame.out_ptr, frame.aux, tgid, tid, ts_ns);
     }
     if frame.flags & FRAME_COPY_CHANNEL != 0 {
-        channel::on_read(frame.out_ptr, frame.aux, ret, tgid, tid, ts_ns);
+        pieces::on_channel_read(frame.out_ptr, frame.aux, ret, tgid, tid, ts_ns);
     }
     if spec.flags & SPEC_QUIET != 0 || !is_traced(tgid) {
         return;

@@ -6,15 +6,16 @@
 //!   target set clean.
 //! - [`tasks`]: device tasks: submissions seen in `halSqTaskSend` joined in the kernel to
 //!   completions returned by `halCqReportRecv`.
-//! - [`channel`]: passive profiling-channel reading: copies what another profiler reads.
+//! - [`pieces`]: user memory copied in pieces: what another profiler reads from a
+//!   profiling channel (passive mode), device binaries at registration.
 //! - [`maps`]: every BPF map, and small helpers over them.
 // Built for the host only so `cargo clippy --workspace` checks this code too.
 #![cfg_attr(target_arch = "bpf", no_std, no_main)]
 
 mod api;
-mod channel;
 mod lifecycle;
 mod maps;
+mod pieces;
 mod tasks;
 
 #[cfg(target_arch = "bpf")]
