@@ -126,6 +126,7 @@ pub fn expected_rows(tasks: &[Value]) -> Vec<Expected> {
 fn sync_kind(sqe_type: Option<u64>) -> Option<&'static str> {
     Some(match sqe_type? {
         3 => "PLACE_HOLDER",
+        20 => "MODEL_EXECUTE",
         4 => "EVENT_RECORD",
         5 => "EVENT_WAIT",
         6 => "NOTIFY_RECORD",
@@ -199,7 +200,12 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
             call["parent_correlation_id"].is_null(),
             "the outermost call: {ctx}"
         );
+        // A model's tasks were loaded by one call and run by another: the run's call has
+        // no kernel names or sizes to give them (named only when their loading is, which
+        // the tracer does not follow yet).
+        let from_model = task["model_id"].is_u64() && table != "sync";
         match table {
+            _ if from_model => {}
             "kernel" => assert_eq!(row["name"], task["name"], "kernel name: {ctx}"),
             "memcpy" => assert_eq!(
                 int(&row["bytes"]),

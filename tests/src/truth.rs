@@ -20,7 +20,7 @@ pub fn task_table(kind: &str) -> Option<&'static str> {
         "MEMCPY" => Some("memcpy"),
         "MEMSET" => Some("memset"),
         "HCCL" => Some("hccl"),
-        "EVENT" | "FLIP" => Some("sync"),
+        "EVENT" | "FLIP" | "MODEL" => Some("sync"),
         _ => None,
     }
 }

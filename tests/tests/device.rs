@@ -101,6 +101,26 @@ fn task_ids_that_wrap_join_the_right_calls() {
     assert_timed_by_channel(&recording);
 }
 
+/// A graph: its tasks are loaded once (`halStreamTaskFill`) and run by one model-execute task
+/// per `aclmdlExecute*`; every task of every run is a row of that run's call.
+#[test]
+fn graph_runs_are_rows_of_their_execute_calls() {
+    let recording = record(
+        "device-graph",
+        &[],
+        &[sim_bin("npu-sim-app"), "graph".into()],
+    );
+    let tasks = truth_tasks(&recording);
+    let runs = tasks.iter().filter(|t| t["kind"] == "MODEL").count();
+    assert!(runs > 1, "the workload runs its model: {runs} runs");
+    assert!(
+        tasks.iter().filter(|t| t["kind"] == "KERNEL").count() >= 2 * runs,
+        "each run runs the model's kernels"
+    );
+    assert_aligned("graph", check_tasks(&recording));
+    assert_timed_by_channel(&recording);
+}
+
 #[test]
 fn allocations_become_memory_rows() {
     let recording = record(

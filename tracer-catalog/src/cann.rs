@@ -113,6 +113,24 @@ pub static CATALOG: &[ProbeDef] = &[
         .text(1, Text::KernelName)
         .out(2, 8, Handle)
         .role(Role::RegisterFunction),
+    // Graphs (`acl/acl_mdl.h`): a model's tasks are loaded once and run by one
+    // model-execute task per execution.
+    f(
+        AscendCl,
+        "aclmdlLoadFromMem",
+        Acl,
+        &[a(1, "modelSize", Bytes)],
+    )
+    .out(2, 4, Value),
+    f(AscendCl, "aclmdlExecute", Acl, &[a(0, "modelId", Value)]).task(TaskKind::Model),
+    f(
+        AscendCl,
+        "aclmdlExecuteAsync",
+        Acl,
+        &[a(0, "modelId", Value), a(3, "stream", Stream)],
+    )
+    .task(TaskKind::Model),
+    f(AscendCl, "aclmdlUnload", Acl, &[a(0, "modelId", Value)]),
     f(
         AscendCl,
         "aclrtLaunchKernel",
@@ -555,6 +573,18 @@ pub static CATALOG: &[ProbeDef] = &[
         &[a(0, "devId", DeviceId), a(1, "info", Handle)],
     )
     .device_role(ProbeRole::CqRecv),
+    // A model's tasks loaded in bulk (RT `Model::SendSqe`), run by model-execute tasks.
+    f(
+        AscendHal,
+        "halStreamTaskFill",
+        Driver,
+        &[
+            a(0, "dev_id", DeviceId),
+            a(1, "stream_id", Value),
+            a(4, "task_cnt", Count),
+        ],
+    )
+    .device_role(ProbeRole::StreamFill),
     // Another profiler's reads of a profiling channel it owns (passive mode).
     f(
         AscendHal,

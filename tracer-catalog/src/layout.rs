@@ -116,11 +116,16 @@ pub fn sqe_task_kind(sqe_type: u8) -> Option<(TaskKind, KernelType)> {
     match sqe_type {
         0 => Some((TaskKind::Kernel, KernelType::AiCore)),
         1 => Some((TaskKind::Kernel, KernelType::AiCpu)),
-        3..=8 => Some((TaskKind::Sync, KernelType::Unknown)),
+        3..=8 | MODEL_EXECUTE_SQE => Some((TaskKind::Sync, KernelType::Unknown)),
         11 => Some((TaskKind::Memcpy, KernelType::Unknown)),
         _ => None,
     }
 }
+
+/// The SQE type of a model-execute task: a COND task (STARS v100 type 20) with the sub type
+/// `CONDS_SUB_TYPE_MODEL_EXEC` (RT `model_execute_task_v100.cc`); the model's loaded tasks
+/// run while it runs.
+pub const MODEL_EXECUTE_SQE: u8 = 20;
 
 /// Whether a completion entry of a task of this SQE type carries a device timestamp (its
 /// end): the driver stamps only event records and place holders, and rewrites their SQE
@@ -139,6 +144,7 @@ pub fn sqe_sync_kind(sqe_type: u8) -> SyncKind {
         7 => SyncKind::NotifyWait,
         3 => SyncKind::PlaceHolder,
         8 => SyncKind::WriteValue,
+        MODEL_EXECUTE_SQE => SyncKind::ModelExecute,
         _ => SyncKind::Unknown,
     }
 }

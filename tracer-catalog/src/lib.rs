@@ -18,8 +18,8 @@ mod model;
 pub use cann::CATALOG;
 pub use decode::{acl_memcpy_kind, hccl_data_type, hccl_reduce_op, rt_memcpy_kind};
 pub use layout::{
-    DEVICE_ERRORS, DEVICE_LAYOUT, SOC_FUNC_BEGIN, SOC_FUNC_END, SOC_LOG, SOC_LOG_CHANNEL,
-    SocLogLayout, cqe_has_timestamp, soc_log_ids, sqe_sync_kind, sqe_task_kind,
+    DEVICE_ERRORS, DEVICE_LAYOUT, MODEL_EXECUTE_SQE, SOC_FUNC_BEGIN, SOC_FUNC_END, SOC_LOG,
+    SOC_LOG_CHANNEL, SocLogLayout, cqe_has_timestamp, soc_log_ids, sqe_sync_kind, sqe_task_kind,
 };
 pub use model::{
     Arg, Column, Domain, Library, MsptiDomain, Out, Payload, ProbeDef, Ret, Role, TaskKind, Text,

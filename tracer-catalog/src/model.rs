@@ -153,6 +153,9 @@ pub enum TaskKind {
     Collective,
     /// Event record or wait, notify: ordering between streams, no data.
     Sync,
+    /// A model (graph) execution: the model-execute task and the model's tasks it runs,
+    /// each of the kind its SQE type says.
+    Model,
 }
 
 impl TaskKind {

@@ -301,6 +301,10 @@ pub enum ProbeRole {
     /// binary `bin` describes (its kernels are named by its ELF symbols; the caller may free
     /// it once the call returned).
     CaptureBinary = 4,
+    /// `halStreamTaskFill(dev_id, stream_id, stream_mem, task_info, task_cnt)`: a model's
+    /// tasks loaded in bulk; each SQE becomes a [`TaskSubmit`] marked [`TASK_FILLED`], run
+    /// later by model-execute tasks.
+    StreamFill = 5,
 }
 
 impl ProbeSpec {
@@ -369,6 +373,8 @@ pub struct DeviceLayout {
 
 /// SQEs read per `halSqTaskSend` call.
 pub const MAX_SQES: u32 = 16;
+/// SQEs read per `halStreamTaskFill` call (a model stream's tasks).
+pub const MAX_FILL_SQES: u32 = 256;
 /// The SQE type field's bits in the header's first byte (`rtStarsSqeHeader_t.type : 6`;
 /// the upper two bits are the L1 lock/unlock flags).
 pub const SQE_TYPE_MASK: u8 = 0x3f;
@@ -413,8 +419,13 @@ pub struct TaskInfo {
     pub tid: u32,
     pub block_dim: u16,
     pub sqe_type: u8,
-    pub _pad: u8,
+    /// [`TASK_FILLED`].
+    pub flags: u8,
 }
+
+/// `TaskInfo::flags`: the task was loaded into a model's stream (`halStreamTaskFill`), not
+/// sent to run; it runs each time the model executes.
+pub const TASK_FILLED: u8 = 1;
 
 /// A task submission (one SQE of a `halSqTaskSend`), for joining device-side records
 /// that carry no process: the profiling channel's begin/end records name only the device,

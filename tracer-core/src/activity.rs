@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use tracer_common::{
-    DropKind, RecordHeader, RecordKind, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
+    DropKind, RecordHeader, RecordKind, TASK_FILLED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
 use tracer_catalog::{self as catalog, Payload, ProbeDef, Role, TaskKind};
@@ -20,7 +20,7 @@ use tracer_schema::{
 
 use crate::{
     clock::{ClockModel, ClockReading},
-    soclog::{SocBatch, SocEdge},
+    soclog::{SocBatch, SocEdge, SocRecord},
 };
 
 /// Completions wait this long (in trace time) before their device times are converted,
@@ -123,6 +123,22 @@ impl Span {
     }
 }
 
+/// Adds a begin or end record to a task's runs: an end closes the last run when it has no
+/// end yet.
+fn push_run(runs: &mut VecDeque<Unmatched>, record: &SocRecord, read_ns: u64) {
+    match (record.edge, runs.back_mut()) {
+        (SocEdge::End, Some(run)) if run.end_cnt.is_none() => {
+            run.end_cnt = Some(record.cnt);
+            run.read_ns = read_ns;
+        }
+        (edge, _) => runs.push_back(Unmatched {
+            begin_cnt: (edge == SocEdge::Begin).then_some(record.cnt),
+            end_cnt: (edge == SocEdge::End).then_some(record.cnt),
+            read_ns,
+        }),
+    }
+}
+
 /// The earlier of two optional times (a missing one does not count).
 fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -151,6 +167,19 @@ struct Unmatched {
     read_ns: u64,
 }
 
+/// A timed model-execute task.
+#[derive(Debug, Clone, Copy)]
+struct Execution {
+    submitted: Submitted,
+    end_cnt: u64,
+    read_ns: u64,
+}
+
+/// Runs of loaded tasks are given to their execution this long (trace time) after their end
+/// record was read: by then the execution's own records and submission are in, whichever of
+/// the ring buffer and the channel was read first.
+const RUN_DELAY_NS: u64 = 200_000_000;
+
 /// Unmatched channel records older than this (trace time) belong to no traced submission.
 const UNMATCHED_TTL_NS: u64 = 2_000_000_000;
 
@@ -163,7 +192,18 @@ pub struct Activity {
     /// Devices whose task times come from the profiling channel, since when (trace time).
     soc_devices: BTreeMap<u32, u64>,
     submitted: HashMap<DeviceTaskKey, Submitted>,
-    unmatched: HashMap<DeviceTaskKey, Unmatched>,
+    /// Tasks loaded into model streams (`halStreamTaskFill`), run by each execution.
+    loaded: HashMap<DeviceTaskKey, Submitted>,
+    /// Runs of loaded tasks (their begin and end records) waiting to be given to the model
+    /// execution they ran in, in arrival order per task.
+    loaded_runs: HashMap<DeviceTaskKey, VecDeque<Unmatched>>,
+    /// Timed model-execute tasks by (device, begin syscnt): a loaded task that began while
+    /// one ran belongs to its call.
+    executions: BTreeMap<(u32, u64), Execution>,
+    /// Per task ids, the runs (begin and end records) read before any submission with those
+    /// ids: the latest is an early record of the next submission; a loaded model task may
+    /// have run several times.
+    unmatched: HashMap<DeviceTaskKey, VecDeque<Unmatched>>,
     /// Completion-queue error statuses of channel-timed tasks, applied when they are emitted.
     cqe_status: HashMap<DeviceTaskKey, u32>,
     /// Calls whose tasks fold into one row, by (correlation id, kind).
@@ -313,6 +353,21 @@ impl Activity {
         // A device in use: the agent starts sampling its clock now, not at its first timed
         // task, which the channel reports tens of ms later.
         self.clock(submit.device_id);
+        if submit.info.flags & TASK_FILLED != 0 {
+            let key = (submit.device_id, submit.stream_id, submit.task_id);
+            let loaded = Submitted {
+                pid: submit.header.pid,
+                info: submit.info,
+                begin_cnt: None,
+            };
+            self.loaded.insert(key, loaded);
+            // Its runs read before its loading was seen (the ring buffer and the channel
+            // are read by different threads).
+            if let Some(early) = self.unmatched.remove(&key) {
+                self.loaded_runs.entry(key).or_default().extend(early);
+            }
+            return;
+        }
         let correlation_id = submit.info.correlation_id;
         if correlation_id != 0 {
             *self.tasks_per_call.entry(correlation_id).or_default() += 1;
@@ -335,7 +390,10 @@ impl Activity {
             info: submit.info,
             begin_cnt: None,
         };
-        match self.unmatched.remove(&key) {
+        let mut early = self.unmatched.remove(&key).unwrap_or_default();
+        let latest = early.pop_back();
+        self.stats.channel_records_unmatched += early.len() as u64;
+        match latest {
             // Records read before the task was even submitted belong to an earlier task
             // with the same ids (a wrapped id, a process not traced).
             Some(early) if early.read_ns >= submit.header.ts_ns => {
@@ -353,13 +411,16 @@ impl Activity {
         self.latest_ns = self.latest_ns.max(batch.read_ns);
         for record in &batch.records {
             let key = (batch.device, record.stream_id, record.task_id);
+            if !self.submitted.contains_key(&key) && self.loaded.contains_key(&key) {
+                self.loaded_run(key, record, batch.read_ns);
+                continue;
+            }
             let Some(submitted) = self.submitted.get_mut(&key) else {
-                let early = self.unmatched.entry(key).or_default();
-                early.read_ns = batch.read_ns;
-                match record.edge {
-                    SocEdge::Begin => early.begin_cnt = Some(record.cnt),
-                    SocEdge::End => early.end_cnt = Some(record.cnt),
-                }
+                push_run(
+                    self.unmatched.entry(key).or_default(),
+                    record,
+                    batch.read_ns,
+                );
                 continue;
             };
             match record.edge {
@@ -376,6 +437,64 @@ impl Activity {
                 }
             }
         }
+    }
+
+    /// A begin or end record of a loaded model task: one run of it, for the execution it ran
+    /// in (found once that execution is timed, see [`Activity::give_runs`]).
+    fn loaded_run(&mut self, key: DeviceTaskKey, record: &SocRecord, read_ns: u64) {
+        push_run(self.loaded_runs.entry(key).or_default(), record, read_ns);
+    }
+
+    /// Gives the finished runs of loaded tasks read by `by_ns` (trace time) to the model
+    /// execution each began in: a row of that execution's call. A run no execution covers
+    /// is counted unmatched.
+    fn give_runs(&mut self, by_ns: u64) {
+        let mut ready: Vec<(DeviceTaskKey, Unmatched)> = Vec::new();
+        for (key, runs) in &mut self.loaded_runs {
+            while runs
+                .front()
+                .is_some_and(|r| r.end_cnt.is_some() && r.read_ns <= by_ns)
+            {
+                if let Some(run) = runs.pop_front() {
+                    ready.push((*key, run));
+                }
+            }
+        }
+        self.loaded_runs.retain(|_, runs| !runs.is_empty());
+        ready.sort_unstable_by_key(|(_, run)| run.begin_cnt);
+        for (key, run) in ready {
+            let Some(begin) = run.begin_cnt else {
+                self.stats.channel_records_unmatched += 1;
+                continue;
+            };
+            let execution = self
+                .executions
+                .range((key.0, 0)..=(key.0, begin))
+                .next_back()
+                .map(|(_, e)| *e)
+                .filter(|e| run.end_cnt.is_some_and(|end| end <= e.end_cnt));
+            let (Some(execution), Some(loaded)) = (execution, self.loaded.get(&key)) else {
+                self.stats.channel_records_unmatched += 2;
+                continue;
+            };
+            let info = TaskInfo {
+                block_dim: loaded.info.block_dim,
+                sqe_type: loaded.info.sqe_type,
+                flags: 0,
+                ..execution.submitted.info
+            };
+            if info.correlation_id != 0 {
+                *self.tasks_per_call.entry(info.correlation_id).or_default() += 1;
+            }
+            let submitted = Submitted {
+                pid: execution.submitted.pid,
+                info,
+                begin_cnt: None,
+            };
+            self.timed_by_channel(key, submitted, run);
+        }
+        let expired = self.latest_ns.saturating_sub(CONTEXT_TTL_NS);
+        self.executions.retain(|_, e| e.read_ns > expired);
     }
 
     /// A task whose end record arrived: held like a completion until the clock model has
@@ -410,6 +529,14 @@ impl Activity {
             _pad: [0; 3],
         };
         self.stats.tasks_from_channel += 1;
+        if submitted.info.sqe_type == catalog::MODEL_EXECUTE_SQE {
+            let execution = Execution {
+                submitted,
+                end_cnt: end,
+                read_ns: records.read_ns,
+            };
+            self.executions.insert((device_id, begin), execution);
+        }
         self.timed(&done);
     }
 
@@ -470,7 +597,9 @@ impl Activity {
             self.tasks_per_call.remove(&correlation_id);
         }
         let context = self.contexts.get(&correlation_id)?.clone();
-        if context.returned_ns.is_some() && remaining == 0 {
+        // A model execution's loaded tasks are only found after its own task is timed: its
+        // context stays until it expires.
+        if context.returned_ns.is_some() && remaining == 0 && context.kind != TaskKind::Model {
             self.contexts.remove(&correlation_id);
         }
         Some(context)
@@ -506,6 +635,7 @@ impl Activity {
 
     /// Converts and emits completions that have waited long enough; drops stale contexts.
     pub fn release(&mut self) {
+        self.give_runs(self.latest_ns.saturating_sub(RUN_DELAY_NS));
         let horizon = self.latest_ns.saturating_sub(HOLD_NS);
         while self
             .held
@@ -539,14 +669,21 @@ impl Activity {
         self.tasks_per_call
             .retain(|id, _| contexts.contains_key(id));
         let stale = self.latest_ns.saturating_sub(UNMATCHED_TTL_NS);
-        let before = self.unmatched.len();
-        self.unmatched.retain(|_, u| u.read_ns > stale);
-        self.stats.channel_records_unmatched += (before - self.unmatched.len()) as u64;
+        let mut expired = 0;
+        for runs in self.unmatched.values_mut() {
+            while runs.front().is_some_and(|u| u.read_ns <= stale) {
+                runs.pop_front();
+                expired += 1;
+            }
+        }
+        self.unmatched.retain(|_, runs| !runs.is_empty());
+        self.stats.channel_records_unmatched += expired;
     }
 
     /// Emits everything: held completions, tasks that never completed, loss counters and
     /// the clock models' verdicts.
     pub fn finish(&mut self, missing: &[(TaskKey, TaskInfo)], drops: &[u64], now_ns: u64) {
+        self.give_runs(u64::MAX);
         for model in self.clocks.values_mut() {
             model.refit();
         }
@@ -569,8 +706,8 @@ impl Activity {
         for (correlation_id, kind) in open {
             self.close_span(correlation_id, kind);
         }
-        self.stats.channel_records_unmatched += self.unmatched.len() as u64;
-        self.unmatched.clear();
+        let left: usize = self.unmatched.drain().map(|(_, runs)| runs.len()).sum();
+        self.stats.channel_records_unmatched += left as u64;
         for (kind, &count) in DropKind::ALL.iter().zip(drops).filter(|(_, c)| **c > 0) {
             let (event, severity) = if kind.is_read_failure() {
                 (EventKind::ProbeReadFailure, Severity::Warning)
@@ -753,7 +890,9 @@ impl Activity {
                 is_async,
                 api_name,
             }),
-            TaskKind::Sync => self.output.syncs.push(SyncRow {
+            // `task_kind` gives a model's tasks their SQE's kind; a model task of no known
+            // kind would be a synchronization of its own.
+            TaskKind::Sync | TaskKind::Model => self.output.syncs.push(SyncRow {
                 task,
                 kind: catalog::sqe_sync_kind(sqe_type),
                 event: args.handle,
@@ -870,6 +1009,8 @@ fn task_kind(sqe_type: u8, context: Option<&TaskContext>) -> Option<TaskKind> {
     let by_sqe = catalog::sqe_task_kind(sqe_type).map(|(kind, _)| kind);
     match (context.map(|c| c.kind), by_sqe) {
         (Some(TaskKind::Collective), _) => Some(TaskKind::Collective),
+        // A model runs tasks of every kind: each is what its SQE says.
+        (Some(TaskKind::Model), by_sqe) => by_sqe,
         (_, Some(TaskKind::Sync)) => Some(TaskKind::Sync),
         (from_call, by_sqe) => from_call.or(by_sqe),
     }
@@ -978,7 +1119,7 @@ mod tests {
                 tid: 101,
                 block_dim: 8,
                 sqe_type: 0,
-                _pad: 0,
+                flags: 0,
             },
             device_id: device,
             sq_id: 0,

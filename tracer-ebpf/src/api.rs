@@ -72,6 +72,8 @@ fn on_enter(ctx: &ProbeContext) {
     let args = read_args(ctx);
     if spec.role == ProbeRole::SqSend as u8 {
         tasks::on_sq_send(&args, tgid, tid, ts_ns);
+    } else if spec.role == ProbeRole::StreamFill as u8 {
+        tasks::on_stream_fill(&args, tgid, tid, ts_ns);
     }
     let quiet = spec.flags & SPEC_QUIET != 0 || !traced;
     if quiet && spec.role != ProbeRole::CqRecv as u8 && !passive {

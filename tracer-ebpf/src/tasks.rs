@@ -4,8 +4,8 @@
 //! runtime's report thread, each of which finds its submission by the same key.
 //! Field offsets come from the catalog's layout description (`LAYOUT`).
 use tracer_common::{
-    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_SQES, RecordHeader, RecordKind, SQE_TYPE_MASK,
-    TaskComplete, TaskInfo, TaskKey, TaskSubmit,
+    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_FILL_SQES, MAX_SQES, RecordHeader, RecordKind,
+    SQE_TYPE_MASK, TASK_FILLED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
 use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, read, submit_flags};
@@ -44,12 +44,50 @@ pub(crate) fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64
         return;
     };
     let sq_id = read::<u32>(info, l.send_sq_id).unwrap_or(0);
+    let sent = Sqes {
+        device_id,
+        sq_id,
+        sqes,
+        count: count.min(MAX_SQES),
+        flags: 0,
+    };
+    on_sqes(l, &sent, tgid, tid, ts_ns);
+}
+
+/// `halStreamTaskFill(uint32_t dev_id, uint32_t stream_id, void *stream_mem, void *task_info,
+/// uint32_t task_cnt)` at ENTER: the SQEs of a model stream, loaded to run later.
+#[inline(always)]
+pub(crate) fn on_stream_fill(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) {
+    let Some(l) = layout() else { return };
+    let filled = Sqes {
+        device_id: args[0] as u32,
+        sq_id: args[1] as u32,
+        sqes: args[3],
+        count: (args[4] as u32).min(MAX_FILL_SQES),
+        flags: TASK_FILLED,
+    };
+    on_sqes(l, &filled, tgid, tid, ts_ns);
+}
+
+/// SQEs handed to the driver.
+struct Sqes {
+    device_id: u32,
+    sq_id: u32,
+    sqes: u64,
+    count: u32,
+    flags: u8,
+}
+
+/// Reads each SQE's header and hands the task to the agent; a task that writes a completion
+/// entry also waits for it in `TASKS`.
+#[inline(always)]
+fn on_sqes(l: &DeviceLayout, sent: &Sqes, tgid: u32, tid: u32, ts_ns: u64) {
     let correlation_id = outermost_call(tid);
-    for i in 0..MAX_SQES {
-        if i >= count {
+    for i in 0..MAX_FILL_SQES {
+        if i >= sent.count {
             break;
         }
-        let sqe = sqes.wrapping_add(u64::from(i) * u64::from(l.sqe_size));
+        let sqe = sent.sqes.wrapping_add(u64::from(i) * u64::from(l.sqe_size));
         let (Some(ty), Some(block_dim), Some(stream_id), Some(task_id)) = (
             read::<u8>(sqe, l.sqe_type),
             read::<u16>(sqe, l.sqe_block_dim),
@@ -60,23 +98,31 @@ pub(crate) fn on_sq_send(args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64
             return;
         };
         let stream_id = stream_id & l.stream_mask;
-        let key = TaskKey::new(tgid, device_id, stream_id, task_id);
         let info = TaskInfo {
             correlation_id,
             submit_ns: ts_ns,
             tid,
             block_dim,
             sqe_type: ty & SQE_TYPE_MASK,
-            _pad: 0,
+            flags: sent.flags,
         };
         let wr_cqe = read::<u8>(sqe, l.sqe_wr_cqe_byte)
             .is_some_and(|b| u16::from(b) & l.sqe_wr_cqe_mask != 0);
-        // Only a task that writes a completion entry waits for one. Replaces a stale
-        // entry left by a task id that wrapped.
-        if wr_cqe && TASKS.insert(key, info, 0).is_err() {
+        // Only a task that writes a completion entry waits for one (not a model's task
+        // loaded to run later). Replaces a stale entry left by a task id that wrapped.
+        let key = TaskKey::new(tgid, sent.device_id, stream_id, task_id);
+        if wr_cqe && sent.flags == 0 && TASKS.insert(key, info, 0).is_err() {
             count_drop(DropKind::TaskMapFull);
         }
-        emit_submit(info, device_id, sq_id, stream_id, task_id, tgid, ts_ns);
+        emit_submit(
+            info,
+            sent.device_id,
+            sent.sq_id,
+            stream_id,
+            task_id,
+            tgid,
+            ts_ns,
+        );
     }
 }
 

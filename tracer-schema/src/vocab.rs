@@ -131,6 +131,8 @@ vocabulary! {
         /// waits for, the runtime's flip task at a task-id wrap.
         PlaceHolder = "PLACE_HOLDER",
         WriteValue = "WRITE_VALUE",
+        /// A model (graph) execution: the model's loaded tasks run while it runs.
+        ModelExecute = "MODEL_EXECUTE",
     }
 }
 

@@ -483,7 +483,7 @@ impl Generator {
                 tid,
                 block_dim: dim,
                 sqe_type,
-                _pad: 0,
+                flags: 0,
             },
             start_cnt: device_cnt(start),
             end_cnt: device_cnt(end),
