@@ -33,7 +33,7 @@ use tracer_schema::session::{ActivityStats, ClockSummary, CorrelateStats, Sessio
 
 use crate::{
     attach::{Attacher, Selection},
-    bpf::Probes,
+    bpf::{Probes, UprobeMode},
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
     driver::{self, Devices, Driver},
@@ -279,7 +279,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
 
 /// Loads the BPF programs and tells them what every catalog entry captures.
 fn load_probes(opts: &TraceOptions) -> Result<Probes> {
-    let mut probes = Probes::load(opts.ringbuf_bytes)?;
+    let mut probes = Probes::load(opts.ringbuf_bytes, UprobeMode::from_env()?)?;
     for (i, def) in CATALOG.iter().enumerate() {
         let quiet = !opts.selection.is_enabled(i as u16);
         probes.set_probe_spec(i as u16, def.spec(quiet))?;

@@ -91,7 +91,9 @@ impl Attacher {
             path: file.path.clone(),
             functions: Vec::new(),
             missing: Vec::new(),
+            attach: None,
         };
+        let mut functions = Vec::new();
         for (index, def) in CATALOG.iter().enumerate() {
             let probe = catalog::probe_id(index);
             if def.library != file.library || !self.selection.is_attached(probe) {
@@ -99,11 +101,14 @@ impl Attacher {
             }
             match symbols.file_offset(def.symbol) {
                 Some(offset) => {
-                    probes.attach(&file.path, offset, probe)?;
+                    functions.push((offset, probe));
                     record.functions.push(def.symbol.to_owned());
                 }
                 None => record.missing.push(def.symbol.to_owned()),
             }
+        }
+        if !functions.is_empty() {
+            record.attach = Some(probes.attach_file(&file.path, &functions)?);
         }
         let count = record.functions.len();
         self.attached.push(record);

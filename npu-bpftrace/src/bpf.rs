@@ -1,16 +1,30 @@
 //! Loading the embedded BPF object, filling its maps, and attaching its programs.
-use std::{io, path::Path};
+//!
+//! The generic ENTER/EXIT pair attaches to a library file in one of two ways
+//! ([`AttachKind`]): two uprobe_multi links carrying every function of the file (Linux >=
+//! 6.6, loaded through bpf(2) by [`uprobe_multi`], since aya 0.14 cannot), or one aya
+//! perf-event uprobe per function and program, the fallback. [`UprobeMode`] chooses.
+use std::{
+    io,
+    os::fd::{AsFd, BorrowedFd, OwnedFd},
+    path::Path,
+};
 
 use anyhow::{Context, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf},
     programs::{
         TracePoint, UProbe,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
 use tracer_common::{Config, DeviceLayout, DropKind, ProbeSpec, TaskInfo, TaskKey};
+pub use tracer_schema::session::AttachKind;
+
+mod uprobe_multi;
+
+use uprobe_multi::MultiPair;
 
 /// The BPF object built from `tracer-ebpf` by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
@@ -22,32 +36,125 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 /// Default ring-buffer size; a power of two multiple of the page size.
 pub const DEFAULT_RINGBUF_BYTES: u32 = 8 << 20;
 
+/// The environment variable that chooses the [`UprobeMode`]: `0` perf-event uprobes only,
+/// `1` uprobe_multi links or fail, unset or `auto` uprobe_multi when the kernel has it.
+pub const UPROBE_MULTI_ENV: &str = "NPU_BPFTRACE_UPROBE_MULTI";
+
+/// How the generic pair may attach to library files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UprobeMode {
+    /// uprobe_multi links, falling back to perf-event uprobes when the kernel rejects them
+    /// (the first time; the choice then holds for the session).
+    Auto,
+    /// uprobe_multi links only: an error on kernels without them.
+    Multi,
+    /// One perf-event uprobe per function and program.
+    PerfEvent,
+}
+
+impl UprobeMode {
+    /// The mode [`UPROBE_MULTI_ENV`] asks for ([`UprobeMode::Auto`] when unset).
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(UPROBE_MULTI_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(Self::Auto),
+            Ok(value) => Self::parse(&value)
+                .with_context(|| format!("{UPROBE_MULTI_ENV}={value}: expected 0, 1 or auto")),
+            Err(e) => Err(e).with_context(|| format!("reading {UPROBE_MULTI_ENV}")),
+        }
+    }
+
+    fn parse(value: &str) -> Option<Self> {
+        match value.trim() {
+            "" | "auto" => Some(Self::Auto),
+            "1" => Some(Self::Multi),
+            "0" => Some(Self::PerfEvent),
+            _ => None,
+        }
+    }
+}
+
 /// The loaded BPF programs and maps of one tracing session.
 pub struct Probes {
     ebpf: Ebpf,
+    /// The pair loaded as uprobe_multi programs while that is how files are attached.
+    multi: Option<MultiPair>,
+    /// Whether the kernel may still turn uprobe_multi down in favour of perf events.
+    may_fall_back: bool,
+    /// Whether aya has loaded the pair for perf-event uprobes.
+    perf_loaded: bool,
+    /// uprobe_multi links, two per attached file; closing them detaches.
+    links: Vec<OwnedFd>,
     attached: usize,
 }
 
 impl Probes {
     /// Loads the embedded object and its programs into the kernel (nothing attached yet).
-    pub fn load(ringbuf_bytes: u32) -> Result<Self> {
+    /// The generic pair is loaded for uprobe_multi links unless `mode` says perf events;
+    /// with [`UprobeMode::Auto`], when loading it fails or the kernel turns down a trial
+    /// link, it is loaded for perf-event uprobes instead (once, for the whole session).
+    pub fn load(ringbuf_bytes: u32, mode: UprobeMode) -> Result<Self> {
         raise_memlock_limit();
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("EVENTS", ringbuf_bytes)
             .load(BPF_OBJECT)
             .map_err(|e| permission_hint(e.into()))
             .context("loading the BPF programs")?;
-        for name in [ENTER_PROGRAM, EXIT_PROGRAM] {
-            uprobe(&mut ebpf, name)?
-                .load()
-                .with_context(|| format!("loading BPF program {name}"))?;
-        }
         for name in ["sched_process_exit", "sched_process_fork"] {
             tracepoint(&mut ebpf, name)?
                 .load()
                 .with_context(|| format!("loading BPF program {name}"))?;
         }
-        Ok(Self { ebpf, attached: 0 })
+        let (multi, may_fall_back) = match mode {
+            UprobeMode::PerfEvent => (None, false),
+            UprobeMode::Multi => (Some(load_multi(&ebpf)?), false),
+            UprobeMode::Auto => match load_multi(&ebpf) {
+                Ok(pair) => match pair.check_links() {
+                    Ok(()) => (Some(pair), false),
+                    // A kernel before 6.6: expected, session.json says `perf_event`.
+                    Err(e) if e.is_unsupported() => (None, false),
+                    // Undecided: the first real link decides, with the fallback loaded.
+                    Err(_) => (Some(pair), true),
+                },
+                Err(e) => {
+                    if !e.is_unsupported() {
+                        note_fallback(&e);
+                    }
+                    (None, false)
+                }
+            },
+        };
+        let mut probes = Self {
+            ebpf,
+            multi,
+            may_fall_back,
+            perf_loaded: false,
+            links: Vec::new(),
+            attached: 0,
+        };
+        if probes.multi.is_none() || probes.may_fall_back {
+            probes.load_perf()?;
+        }
+        Ok(probes)
+    }
+
+    /// Loads the generic pair for perf-event uprobes (aya's way).
+    fn load_perf(&mut self) -> Result<()> {
+        for name in [ENTER_PROGRAM, EXIT_PROGRAM] {
+            uprobe(&mut self.ebpf, name)?
+                .load()
+                .with_context(|| format!("loading BPF program {name}"))?;
+        }
+        self.perf_loaded = true;
+        Ok(())
+    }
+
+    /// How the next library file will be attached.
+    pub fn attach_kind(&self) -> AttachKind {
+        if self.multi.is_some() {
+            AttachKind::UprobeMulti
+        } else {
+            AttachKind::PerfEvent
+        }
     }
 
     /// Tells the generic probes what to capture for catalog entry `probe`.
@@ -120,8 +227,50 @@ impl Probes {
         Ok(found)
     }
 
-    /// Attaches the ENTER/EXIT pair to the function at `file_offset` in `path`.
-    pub fn attach(&mut self, path: &Path, file_offset: u64, probe: u16) -> Result<()> {
+    /// Attaches the ENTER/EXIT pair to the functions of the file at `path`, given as
+    /// (file offset, probe id): the probe id is the attach cookie. Returns how they were
+    /// attached: two uprobe_multi links for the whole file, or two perf-event uprobes per
+    /// function. (Should the trial link at load time have been inconclusive in
+    /// [`UprobeMode::Auto`], a kernel refusing this first real link with `EINVAL`, `ENOSYS`
+    /// or `EOPNOTSUPP` turns this and every later file to perf-event uprobes.)
+    pub fn attach_file(&mut self, path: &Path, functions: &[(u64, u16)]) -> Result<AttachKind> {
+        if functions.is_empty() {
+            return Ok(self.attach_kind());
+        }
+        if let Some(multi) = &self.multi {
+            let (offsets, cookies): (Vec<u64>, Vec<u64>) = functions
+                .iter()
+                .map(|&(offset, probe)| (offset, u64::from(probe)))
+                .unzip();
+            match multi.attach(path, &offsets, &cookies) {
+                Ok(links) => {
+                    self.links.extend(links);
+                    self.may_fall_back = false;
+                    self.attached += functions.len();
+                    return Ok(AttachKind::UprobeMulti);
+                }
+                Err(e) if self.may_fall_back && e.is_unsupported() => {
+                    note_fallback(&e);
+                    self.multi = None;
+                    self.may_fall_back = false;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !self.perf_loaded {
+            bail!(
+                "BPF programs {ENTER_PROGRAM}/{EXIT_PROGRAM} are not loaded for perf-event uprobes"
+            );
+        }
+        for &(offset, probe) in functions {
+            self.attach_perf(path, offset, probe)?;
+        }
+        Ok(AttachKind::PerfEvent)
+    }
+
+    /// Attaches the ENTER/EXIT pair to the function at `file_offset` in `path` with two
+    /// perf-event uprobes.
+    fn attach_perf(&mut self, path: &Path, file_offset: u64, probe: u16) -> Result<()> {
         // Return probe first: a call entered between the two attaches then has no ENTER
         // (its EXIT finds no frame and is ignored) rather than a frame that never pops.
         for name in [EXIT_PROGRAM, ENTER_PROGRAM] {
@@ -139,11 +288,12 @@ impl Probes {
         Ok(())
     }
 
-    /// Detaches everything without making the caller wait. Releasing a uprobe link waits
-    /// for an RCU-tasks grace period under a kernel-wide mutex (about 0.1 s each here, so
-    /// seconds for a full catalog). The probes are first told to trace nobody, then a
-    /// detached grandchild process inherits the links and releases them in the background,
-    /// so this process's own releases are cheap.
+    /// Detaches everything without making the caller wait. Releasing a perf-event uprobe
+    /// waits for an RCU-tasks grace period under a kernel-wide mutex (about 0.1 s each
+    /// here, so 20 s for a full catalog); a uprobe_multi link waits for one for all its
+    /// functions (a few hundredths of a second per file). The probes are first told to
+    /// trace nobody, then a detached grandchild process inherits the links and releases
+    /// them in the background, so this process's own releases are cheap.
     pub fn close(mut self) {
         if self.silence().is_ok() {
             release_in_background();
@@ -238,6 +388,60 @@ fn release_in_background() {
     // `write_end` stays open until exit on purpose.
 }
 
+/// Loads the generic pair a second time, as uprobe_multi programs sharing aya's maps.
+fn load_multi(ebpf: &Ebpf) -> Result<MultiPair, uprobe_multi::Error> {
+    let maps: Vec<(&str, BorrowedFd<'_>)> = ebpf
+        .maps()
+        .map(|(name, map)| (name, map_data(map).fd().as_fd()))
+        .collect();
+    MultiPair::load(BPF_OBJECT, &maps, ENTER_PROGRAM, EXIT_PROGRAM)
+}
+
+/// Says that perf-event uprobes replace uprobe_multi on a kernel that should have had it,
+/// and why. (A kernel without uprobe_multi links falls back silently: `session.json` shows
+/// `perf_event` for each attached file.)
+fn note_fallback(why: &uprobe_multi::Error) {
+    eprintln!(
+        "npu-bpftrace: uprobe_multi unavailable ({why}); attaching one perf-event uprobe per function (Linux >= 6.6 has uprobe_multi)"
+    );
+}
+
+/// The map behind any kind of aya map.
+fn map_data(map: &Map) -> &MapData {
+    match map {
+        Map::Array(data)
+        | Map::ArrayOfMaps(data)
+        | Map::BloomFilter(data)
+        | Map::CgroupArray(data)
+        | Map::CgroupStorage(data)
+        | Map::CgrpStorage(data)
+        | Map::CpuMap(data)
+        | Map::DevMap(data)
+        | Map::DevMapHash(data)
+        | Map::HashMap(data)
+        | Map::HashOfMaps(data)
+        | Map::InodeStorage(data)
+        | Map::LpmTrie(data)
+        | Map::LruHashMap(data)
+        | Map::PerCpuArray(data)
+        | Map::PerCpuCgroupStorage(data)
+        | Map::PerCpuHashMap(data)
+        | Map::PerCpuLruHashMap(data)
+        | Map::PerfEventArray(data)
+        | Map::ProgramArray(data)
+        | Map::Queue(data)
+        | Map::ReusePortSockArray(data)
+        | Map::RingBuf(data)
+        | Map::SockHash(data)
+        | Map::SockMap(data)
+        | Map::SkStorage(data)
+        | Map::Stack(data)
+        | Map::StackTraceMap(data)
+        | Map::Unsupported(data)
+        | Map::XskMap(data) => data,
+    }
+}
+
 fn map<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::maps::Map> {
     ebpf.map_mut(name)
         .with_context(|| format!("BPF map {name} missing"))
@@ -324,7 +528,16 @@ fn parse_field_offset(format: &str, field: &str) -> Option<u16> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_field_offset;
+    use super::{UprobeMode, parse_field_offset};
+
+    #[test]
+    fn uprobe_mode_from_its_variable() {
+        assert_eq!(UprobeMode::parse(""), Some(UprobeMode::Auto));
+        assert_eq!(UprobeMode::parse("auto"), Some(UprobeMode::Auto));
+        assert_eq!(UprobeMode::parse("1"), Some(UprobeMode::Multi));
+        assert_eq!(UprobeMode::parse("0"), Some(UprobeMode::PerfEvent));
+        assert_eq!(UprobeMode::parse("yes"), None);
+    }
 
     #[test]
     fn parses_tracepoint_field_offsets() {

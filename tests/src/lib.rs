@@ -92,10 +92,21 @@ impl Drop for Recording {
 /// `npu-bpftrace record [extra] --out DIR -- <workload>` with truth on; panics unless both
 /// the agent and the workload succeed.
 pub fn record(name: &str, extra: &[&str], workload: &[String]) -> Recording {
+    record_with_env(name, &[], extra, workload)
+}
+
+/// [`record`] with more environment variables for the agent (and the workload).
+pub fn record_with_env(
+    name: &str,
+    env: &[(&str, &str)],
+    extra: &[&str],
+    workload: &[String],
+) -> Recording {
     let scratch = scratch_dir(name);
     let (dir, truth) = (scratch.join("trace"), scratch.join("truth"));
     fs::create_dir_all(&truth).expect("truth dir");
     let output = tracer_command(&truth)
+        .envs(env.iter().copied())
         .arg("record")
         .args(extra)
         .arg("--out")
@@ -122,6 +133,18 @@ pub fn read_table(dir: &Path, table: &str) -> Vec<Row> {
         .table(table)
         .json_rows()
         .unwrap_or_else(|e| panic!("reading table {table}: {e:#}"))
+}
+
+/// Whether the running kernel's release is at least `major.minor` (uprobe_multi links
+/// came with 6.6).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    found >= (major, minor)
 }
 
 /// Integer view of a JSON number (signed or not) for comparisons.

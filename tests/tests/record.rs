@@ -1,6 +1,9 @@
 //! `npu-bpftrace record -- CMD`: every call of the simulator's workloads, traced from the
 //! first instruction, matches the ground truth exactly.
-use tests::{Recording, record, sim_bin, truth::assert_api_matches};
+use tests::{
+    Recording, kernel_at_least, record, record_with_env, sim_bin, truth::assert_api_matches,
+};
+use tracer_schema::session::AttachKind;
 
 fn check(recording: &Recording) {
     let rows = recording.table("api");
@@ -35,6 +38,20 @@ fn train_with_two_ranks() {
     );
 }
 
+/// Every library file with functions says how they were attached, and it is `kind`.
+fn assert_attached_as(recording: &Recording, kind: AttachKind) {
+    let session = recording.session();
+    let files: Vec<_> = session
+        .attached
+        .iter()
+        .filter(|f| !f.functions.is_empty())
+        .collect();
+    assert!(!files.is_empty());
+    for file in files {
+        assert_eq!(file.attach, Some(kind), "{}", file.path.display());
+    }
+}
+
 #[test]
 fn alloc() {
     let recording = record(
@@ -43,6 +60,25 @@ fn alloc() {
         &[sim_bin("npu-sim-app"), "alloc".into()],
     );
     check(&recording);
+    let expected = if kernel_at_least(6, 6) {
+        AttachKind::UprobeMulti
+    } else {
+        AttachKind::PerfEvent
+    };
+    assert_attached_as(&recording, expected);
+}
+
+#[test]
+fn alloc_with_perf_event_uprobes() {
+    // NPU_BPFTRACE_UPROBE_MULTI=0 asks for the fallback whatever the kernel has.
+    let recording = record_with_env(
+        "record-alloc-perf-event",
+        &[("NPU_BPFTRACE_UPROBE_MULTI", "0")],
+        &[],
+        &[sim_bin("npu-sim-app"), "alloc".into()],
+    );
+    check(&recording);
+    assert_attached_as(&recording, AttachKind::PerfEvent);
 }
 
 #[test]

@@ -31,6 +31,31 @@ pub struct AttachedFile {
     pub functions: Vec<String>,
     /// Enabled functions the file does not define (an older CANN, a stripped build).
     pub missing: Vec<String>,
+    /// How the functions' uprobes were attached; absent when none was (and in datasets
+    /// written before this field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachKind>,
+}
+
+/// How the uprobes of a library file are attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachKind {
+    /// Two `uprobe_multi` links (Linux >= 6.6), one per program, each carrying every
+    /// function's offset and attach cookie.
+    UprobeMulti,
+    /// One perf-event uprobe per function and program (the fallback on older kernels).
+    PerfEvent,
+}
+
+impl AttachKind {
+    /// The name `session.json` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::UprobeMulti => "uprobe_multi",
+            Self::PerfEvent => "perf_event",
+        }
+    }
 }
 
 /// What the correlator could not pair.

@@ -9,6 +9,8 @@
 //! 2. Agent throughput without the kernel: `npu-bpftrace/examples/replay`.
 //! 3. Sustained load: `npu-sim-app burst` under `npu-bpftrace record`.
 //! 4. Output size: Parquet bytes per row of the 2-rank `train` workload.
+//! 5. Attach at scale: attaching the generic pair to 2,000 functions of a generated library,
+//!    and to the whole catalog, then releasing it (`npu-bpftrace/examples/attach_scale`).
 //!
 //! Everything runs against a private copy of the simulator (target/bench/npu-sim): uprobes
 //! belong to a library file, so other sessions tracing target/npu-sim (tests running
@@ -30,6 +32,7 @@ use tracer_schema::session::Session;
 use crate::{cargo, setup, sim, workspace_root};
 
 mod procs;
+mod scale;
 
 use procs::{Usage, run_monitored, wait_quiet};
 
@@ -41,6 +44,8 @@ const MAX_RATIO_VS_BPFTRACE: f64 = 1.0;
 const MIN_AGENT_CALLS_PER_SEC: f64 = 2e6;
 const MAX_PEAK_RSS_BYTES: u64 = 64 << 20;
 const MAX_BYTES_PER_API_ROW: f64 = 16.0;
+const MAX_ATTACH_SECONDS_2000: f64 = 1.0;
+const MAX_RELEASE_SECONDS_2000: f64 = 1.0;
 
 /// Workloads of part 1: `bench-calls` phase arguments.
 const PHASES: [&str; 5] = ["launch", "memcpy", "mark", "mix", "mix:4"];
@@ -88,6 +93,7 @@ struct Paths {
     dir: PathBuf,
     tracer: PathBuf,
     replay: PathBuf,
+    attach_scale: PathBuf,
     sim: PathBuf,
     bench_calls: PathBuf,
 }
@@ -101,24 +107,29 @@ pub(crate) fn run(quick: bool) -> Result<()> {
     let mut notes = Vec::new();
 
     println!(
-        "\n== 1/4 traced-call overhead ({} round(s), {} s per phase)",
+        "\n== 1/5 traced-call overhead ({} round(s), {} s per phase)",
         plan.rounds, plan.phase_seconds
     );
     let overhead = overhead(&plan, &paths, &env, &mut notes)?;
-    println!("\n== 2/4 agent throughput (replay, one thread)");
+    println!("\n== 2/5 agent throughput (replay, one thread)");
     let replay = replay(&plan, &paths)?;
     println!(
-        "\n== 3/4 sustained load ({} s of npu-sim-app burst)",
+        "\n== 3/5 sustained load ({} s of npu-sim-app burst)",
         plan.burst_seconds
     );
     let sustained = sustained(&plan, &paths, &env, &mut notes)?;
     println!(
-        "\n== 4/4 output size (npu-sim-run --nproc 2 -- npu-sim-app train --steps {})",
+        "\n== 4/5 output size (npu-sim-run --nproc 2 -- npu-sim-app train --steps {})",
         plan.train_steps
     );
     let size = output_size(&plan, &paths, &env, &mut notes)?;
+    println!(
+        "\n== 5/5 attach at scale ({} generated functions, the catalog)",
+        scale::FUNCTIONS
+    );
+    let scale = attach_scale(&plan, &paths, &mut notes)?;
 
-    let results = results(&plan, overhead, replay, sustained, size, &notes);
+    let results = results(&plan, overhead, replay, sustained, size, scale, &notes);
     let file = workspace_root().join("target/bench/results.json");
     fs::create_dir_all(file.parent().expect("has a parent"))?;
     fs::write(&file, serde_json::to_string_pretty(&results)? + "\n")
@@ -145,6 +156,7 @@ fn prepare() -> Result<Paths> {
     let status = cargo()
         .args(["build", "--release", "-p", "npu-bpftrace"])
         .args(["--bin", "npu-bpftrace", "--example", "replay"])
+        .args(["--example", "attach_scale"])
         .status()
         .context("running cargo build")?;
     if !status.success() {
@@ -199,6 +211,7 @@ fn prepare() -> Result<Paths> {
         dir: dir.canonicalize()?,
         tracer: release.join("npu-bpftrace"),
         replay: release.join("examples/replay"),
+        attach_scale: release.join("examples/attach_scale"),
         sim: sim_dir,
         bench_calls,
     })
@@ -853,6 +866,32 @@ fn table_bytes(dir: &Path) -> Result<(u64, u64)> {
 }
 
 // ---------------------------------------------------------------------------------------
+// 5. Attach at scale
+
+/// Attach and release times: 2,000 generated functions and the catalog with the default
+/// attach (uprobe_multi where the kernel has it), and the catalog with perf-event uprobes
+/// for comparison (not with `--quick`: its release takes tens of seconds).
+fn attach_scale(plan: &Plan, paths: &Paths, notes: &mut Vec<String>) -> Result<Value> {
+    let lib = scale::generated_library(&paths.dir)?;
+    let exe = &paths.attach_scale;
+    settle(plan, "attach at scale", notes);
+    let generated = scale::measure(exe, &scale::Target::Generated(&lib), false)?;
+    settle(plan, "attach at scale (catalog)", notes);
+    let catalog = scale::measure(exe, &scale::Target::Catalog(&paths.sim), false)?;
+    let catalog_perf_event = if plan.quick {
+        Value::Null
+    } else {
+        settle(plan, "attach at scale (catalog, perf events)", notes);
+        scale::measure(exe, &scale::Target::Catalog(&paths.sim), true)?
+    };
+    Ok(json!({
+        "generated_2000": generated,
+        "catalog": catalog,
+        "catalog_perf_event": catalog_perf_event,
+    }))
+}
+
+// ---------------------------------------------------------------------------------------
 // Results
 
 fn target(value: f64, limit: f64, pass: bool, text: &str) -> Value {
@@ -865,6 +904,7 @@ fn results(
     replay: Value,
     sustained: Value,
     size: Value,
+    scale: Value,
     notes: &[String],
 ) -> Value {
     let all = &overhead["all"];
@@ -877,6 +917,8 @@ fn results(
         .as_u64()
         .unwrap_or(u64::MAX);
     let per_api = f(&size["bytes_per_api_row"]);
+    let attach_2000 = f(&scale["generated_2000"]["attach_seconds"]);
+    let release_2000 = f(&scale["generated_2000"]["release_seconds"]);
     let targets = json!({
         "overhead_ratio_vs_floor": target(vs_floor, MAX_RATIO_VS_FLOOR, vs_floor <= MAX_RATIO_VS_FLOOR, "<= 1.15"),
         "overhead_ratio_vs_bpftrace": target(vs_bpftrace, MAX_RATIO_VS_BPFTRACE, vs_bpftrace < MAX_RATIO_VS_BPFTRACE, "< 1"),
@@ -884,6 +926,8 @@ fn results(
         "drops": target(drops as f64, 0.0, drops == 0, "0"),
         "peak_rss_bytes": target(rss as f64, MAX_PEAK_RSS_BYTES as f64, rss <= MAX_PEAK_RSS_BYTES, "<= 64 MiB"),
         "bytes_per_api_row": target(per_api, MAX_BYTES_PER_API_ROW, per_api <= MAX_BYTES_PER_API_ROW, "<= 16"),
+        "attach_seconds_2000": target(attach_2000, MAX_ATTACH_SECONDS_2000, attach_2000 <= MAX_ATTACH_SECONDS_2000, "<= 1 s"),
+        "release_seconds_2000": target(release_2000, MAX_RELEASE_SECONDS_2000, release_2000 <= MAX_RELEASE_SECONDS_2000, "<= 1 s"),
     });
     let all_pass = targets
         .as_object()
@@ -911,6 +955,9 @@ fn results(
         "sustained_launches_per_sec": sustained["launches_per_sec"],
         "bytes_per_api_row": per_api,
         "bytes_per_kernel_row": size["bytes_per_kernel_row"],
+        "attach_seconds_2000": attach_2000,
+        "release_seconds_2000": release_2000,
+        "attach_kind_2000": scale["generated_2000"]["attach"],
         "targets": targets,
         "all_targets_pass": all_pass,
         "notes": notes,
@@ -918,6 +965,7 @@ fn results(
         "agent_replay": replay,
         "sustained": sustained,
         "output_size": size,
+        "attach_scale": scale,
     })
 }
 
@@ -1052,6 +1100,18 @@ fn table(r: &Value) -> String {
         format!("{:.2}", f(&r["bytes_per_api_row"])),
         "bytes_per_api_row",
     );
+    line(
+        &mut s,
+        "5. attach 2000 functions (s)",
+        format!("{:.3}", f(&r["attach_seconds_2000"])),
+        "attach_seconds_2000",
+    );
+    line(
+        &mut s,
+        "5. release 2000 functions (s)",
+        format!("{:.3}", f(&r["release_seconds_2000"])),
+        "release_seconds_2000",
+    );
     let su = &r["sustained"];
     let _ = writeln!(
         s,
@@ -1079,6 +1139,33 @@ fn table(r: &Value) -> String {
         "4. Parquet bytes per kernel row (train)",
         format!("{:.2}", f(&r["bytes_per_kernel_row"]))
     );
+    let sc = &r["attach_scale"];
+    let _ = writeln!(
+        s,
+        "{:<44} {:>14}",
+        "5. attached 2000 functions with",
+        r["attach_kind_2000"].as_str().unwrap_or("?")
+    );
+    for (what, key) in [
+        ("5. catalog attach / release (s)", "catalog"),
+        (
+            "5. catalog, perf events: attach / release (s)",
+            "catalog_perf_event",
+        ),
+    ] {
+        if sc[key].is_object() {
+            let _ = writeln!(
+                s,
+                "{:<44} {:>14}",
+                what,
+                format!(
+                    "{:.3} / {:.3}",
+                    f(&sc[key]["attach_seconds"]),
+                    f(&sc[key]["release_seconds"])
+                )
+            );
+        }
+    }
     for note in r["notes"].as_array().into_iter().flatten() {
         let _ = writeln!(s, "note: {}", note.as_str().unwrap_or(""));
     }
