@@ -22,21 +22,21 @@ use tokio::{
 };
 use tracer_common::{Config, TaskInfo, TaskKey};
 
-use tracer_catalog::{self as catalog, CATALOG, Library};
+use tracer_catalog::{CATALOG, ChipLayout, Library};
 use tracer_core::{
     clock::ClockReading,
     correlate::{Correlator, FinalState, Output},
     decode::{Decoded, Record, decode},
     soclog::{PassiveChannels, SocBatch},
 };
-use tracer_schema::session::{ActivityStats, ClockSummary, CorrelateStats, Session};
+use tracer_schema::session::{ActivityStats, ChipSummary, ClockSummary, CorrelateStats, Session};
 
 use crate::{
     attach::{Attacher, Selection},
     bpf::{Probes, UprobeMode},
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
-    driver::{self, Devices, Driver},
+    driver::{self, Chip, Devices, Driver},
     progress::{ProcessCounter, Progress, StatusLine},
     session::{self, clock_ns},
     sink::{
@@ -247,7 +247,8 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     let host = SinkOptions::default().host;
     let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host.clone()))?;
     // The pipeline, with the device profiling channel, starts before any probe: every
-    // submission the probes see then falls inside the channel's session.
+    // submission the probes see then falls inside the channel's session, and the probes read
+    // SQE headers and completion entries as the chip the driver reports lays them out.
     let pipeline = Pipeline::start(&opts, &mut probes, driver_library(&initial), Box::new(sink))?;
     let mut attacher = match attach_initial(&opts, &mut probes, initial) {
         Ok(attacher) => attacher,
@@ -259,6 +260,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
 
     let mut session = session::start(host, opts.mode.name().into(), targets);
     session.attached = attacher.attached().to_vec();
+    session.chip = Some(pipeline.chip.clone());
     session.write(&opts.out_dir)?;
     if let Some(child) = &mut child {
         child.release()?;
@@ -284,7 +286,6 @@ fn load_probes(opts: &TraceOptions) -> Result<Probes> {
         let quiet = !opts.selection.is_enabled(i as u16);
         probes.set_probe_spec(i as u16, def.spec(quiet))?;
     }
-    probes.set_layout(catalog::DEVICE_LAYOUT)?;
     let fork_child_pid_offset = probes.attach_lifecycle()?;
     probes.set_config(Config {
         filter_targets: u8::from(!matches!(opts.mode, Mode::SystemWide)),
@@ -351,6 +352,8 @@ struct Pipeline {
     poller: tokio::task::JoinHandle<Result<u64>>,
     sampler: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
     channel: Option<ChannelReader>,
+    /// The chip whose device path is read (for session.json).
+    chip: ChipSummary,
     /// Per device, where its task times come from (for session.json).
     device_time_sources: BTreeMap<u32, String>,
     /// Asks the ring poller to hand on what it holds, then the correlator to answer once
@@ -363,8 +366,9 @@ struct Pipeline {
 }
 
 impl Pipeline {
-    /// `driver` is the traced processes' driver library, through which device clocks and
-    /// profiling channels are read.
+    /// `driver` is the traced processes' driver library, through which the chip, device
+    /// clocks and profiling channels are read. The chip's device layout goes to the BPF
+    /// programs here, before any probe is attached.
     fn start(
         opts: &TraceOptions,
         probes: &mut Probes,
@@ -374,7 +378,16 @@ impl Pipeline {
         let (stop, stop_rx) = watch::channel(false);
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         let devices = Devices::default();
-        let sampler = driver.and_then(Driver::open).map(|driver| {
+        let opened = driver.and_then(Driver::open);
+        let chip = match &opened {
+            Some(driver) => driver.chip(),
+            None => Chip::fallback(
+                None,
+                "no driver library (libascend_hal.so) to ask which chip this is".to_owned(),
+            ),
+        };
+        probes.set_layout(chip.layout.device)?;
+        let sampler = opened.map(|driver| {
             let stop = Arc::new(AtomicBool::new(false));
             (
                 driver::spawn_sampler(driver, devices.clone(), tx.clone(), stop.clone()),
@@ -382,7 +395,7 @@ impl Pipeline {
             )
         });
         let (channel, device_time_sources) = match driver {
-            Some(path) => start_channel(path, &tx),
+            Some(path) => start_channel(path, chip.layout, &tx),
             None => (None, BTreeMap::new()),
         };
         let passive: Vec<u32> = device_time_sources
@@ -400,7 +413,7 @@ impl Pipeline {
         // before it sees any of its submissions.
         let (settle, settle_rx) = mpsc::channel(1);
         let binaries = CapturedBinaries::default();
-        let reader = RingReader::new(binaries.clone());
+        let reader = RingReader::new(binaries.clone(), chip.layout);
         let poller = tokio::spawn(poll_ring(
             probes.take_events()?,
             reader,
@@ -413,7 +426,7 @@ impl Pipeline {
         let consumer = tokio::spawn(consume(
             rx,
             sink,
-            symbolizer,
+            Correlator::new(Box::new(symbolizer), chip.layout),
             opts.print,
             devices,
             progress.clone(),
@@ -424,6 +437,7 @@ impl Pipeline {
             poller,
             sampler,
             channel,
+            chip: chip.summary,
             device_time_sources,
             settle,
             settle_timeout,
@@ -487,10 +501,11 @@ impl Pipeline {
 ///
 fn start_channel(
     path: &Path,
+    chip: &'static ChipLayout,
     tx: &mpsc::Sender<Input>,
 ) -> (Option<ChannelReader>, BTreeMap<u32, String>) {
     let since_ns = clock_ns(libc::CLOCK_MONOTONIC);
-    let (reader, outcomes) = match ChannelReader::start(path, tx.clone()) {
+    let (reader, outcomes) = match ChannelReader::start(path, chip, tx.clone()) {
         Ok(started) => started,
         Err(why) => {
             eprintln!("npu-bpftrace: device task times from completion entries: {why}");
@@ -700,10 +715,11 @@ struct RingReader {
 }
 
 impl RingReader {
-    fn new(binaries: CapturedBinaries) -> Self {
+    /// Channel bytes are split into records of `chip`'s layout.
+    fn new(binaries: CapturedBinaries, chip: &ChipLayout) -> Self {
         Self {
             decode_errors: 0,
-            passive: PassiveChannels::default(),
+            passive: PassiveChannels::new(chip.soc_log),
             binaries,
         }
     }
@@ -755,12 +771,11 @@ struct ConsumeReport {
 async fn consume(
     mut rx: mpsc::Receiver<Input>,
     mut sink: Box<dyn Sink + Send>,
-    symbolizer: Symbolizer,
+    mut correlator: Correlator,
     print: bool,
     devices: Devices,
     progress: Arc<Progress>,
 ) -> Result<ConsumeReport> {
-    let mut correlator = Correlator::new(Box::new(symbolizer));
     let mut processes = ProcessCounter::default();
     let mut printer = Printer::new(print);
     let mut tick = tokio::time::interval(FLUSH_INTERVAL);

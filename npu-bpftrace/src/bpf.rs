@@ -19,7 +19,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
-use tracer_common::{Config, DeviceLayout, DropKind, ProbeSpec, TaskInfo, TaskKey};
+use tracer_common::{Config, DeviceLayout, DropKind, PendingTask, ProbeSpec, TaskInfo, TaskKey};
 pub use tracer_schema::session::AttachKind;
 
 mod uprobe_multi;
@@ -208,13 +208,13 @@ impl Probes {
     }
 
     /// Removes and returns the submitted tasks, still awaiting completion, of processes
-    /// matching `pred`.
+    /// matching `pred`, each under its full task id (the map's key may keep fewer bits).
     pub fn drain_tasks(&mut self, pred: impl Fn(u32) -> bool) -> Result<Vec<(TaskKey, TaskInfo)>> {
-        let mut tasks: HashMap<_, TaskKey, TaskInfo> =
+        let mut tasks: HashMap<_, TaskKey, PendingTask> =
             HashMap::try_from(map(&mut self.ebpf, "TASKS")?)?;
         // Iterating a hash map the BPF programs change at the same time restarts when the
         // current key is deleted under it: the same entry can come twice.
-        let found: Vec<(TaskKey, TaskInfo)> = tasks
+        let found: Vec<(TaskKey, PendingTask)> = tasks
             .iter()
             .filter_map(|entry| entry.ok())
             .filter(|(key, _)| pred(key.tgid))
@@ -224,7 +224,13 @@ impl Probes {
         for (key, _) in &found {
             let _ = tasks.remove(key);
         }
-        Ok(found)
+        Ok(found
+            .into_iter()
+            .map(|(key, pending)| {
+                let full = TaskKey::new(key.tgid, key.device_id, key.stream_id, pending.task_id);
+                (full, pending.info)
+            })
+            .collect())
     }
 
     /// Attaches the ENTER/EXIT pair to the functions of the file at `path`, given as

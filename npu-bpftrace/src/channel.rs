@@ -4,8 +4,9 @@
 //!
 //! The agent does what msPTI does (Ascend/mspti `csrc/activity/ascend/dev_prof_task.cpp`,
 //! `channel/channel_pool.cpp`, `channel/channel_reader.cpp`): it starts channel 50 on every
-//! device with `acsq_task` logging on, one thread polls the channels and reads each ready
-//! one into a 2 MiB buffer, and at the end it flushes, reads what is left and stops them.
+//! device with `acsq_task` logging on (with the chip's sample period), one thread polls the
+//! channels and reads each ready one into a 2 MiB buffer, splitting it into records of the
+//! chip's layout, and at the end it flushes, reads what is left and stops them.
 //! A device whose channel cannot be started (another profiler owns it, an old driver)
 //! keeps completion-entry times; the agent says so in `session.json` and a critical event.
 //! Prototypes and structs: hicann/driver `pkg_inc/ascend_hal_base.h`.
@@ -23,10 +24,10 @@ use std::{
 
 use libloading::Library;
 use tokio::sync::mpsc;
-use tracer_catalog::SOC_LOG_CHANNEL;
+use tracer_catalog::{ChipLayout, SOC_LOG_CHANNEL};
 use tracer_core::soclog::{SocBatch, SocLogReader};
 
-use crate::session::clock_ns;
+use crate::{driver::DeviceList, session::clock_ns};
 
 /// `struct prof_poll_info`.
 #[repr(C)]
@@ -86,15 +87,11 @@ struct StarsSocLogConfig {
 
 const LOG_ON: u32 = 1;
 const LOG_OFF: u32 = 2;
-/// msPTI's settings: a 20 ms sample period, real-time delivery.
-const SAMPLE_PERIOD_MS: u32 = 20;
 /// Bytes read per `prof_channel_read`, as msPTI.
 const READ_BUFFER_BYTES: usize = 2 << 20;
 /// Seconds a poll waits for data; also how long stopping may wait for the poll.
 const POLL_TIMEOUT_S: i32 = 1;
 
-type GetDevNum = unsafe extern "C" fn(*mut u32) -> i32;
-type GetDevIds = unsafe extern "C" fn(*mut u32, u32) -> i32;
 type GetChannels = unsafe extern "C" fn(u32, *mut ChannelList) -> i32;
 type Start = unsafe extern "C" fn(u32, u32, *mut ProfStartPara) -> i32;
 type Stop = unsafe extern "C" fn(u32, u32) -> i32;
@@ -105,8 +102,7 @@ type Flush = unsafe extern "C" fn(u32, u32, *mut u32) -> i32;
 /// The driver's device and profiling-channel functions.
 struct ProfApi {
     _library: Library,
-    get_dev_num: GetDevNum,
-    get_dev_ids: GetDevIds,
+    device_list: DeviceList,
     get_channels: GetChannels,
     start: Start,
     stop: Stop,
@@ -129,8 +125,7 @@ impl ProfApi {
                 };
             }
             Ok(Self {
-                get_dev_num: sym!("drvGetDevNum"),
-                get_dev_ids: sym!("drvGetDevIDs"),
+                device_list: DeviceList::load(&library)?,
                 get_channels: sym!("prof_drv_get_channels"),
                 start: sym!("prof_drv_start"),
                 stop: sym!("prof_stop"),
@@ -142,24 +137,9 @@ impl ProfApi {
         }
     }
 
-    fn devices(&self) -> Result<Vec<u32>, String> {
-        let mut count = 0u32;
-        // SAFETY: documented signature; `count` is a valid out-pointer.
-        let rc = unsafe { (self.get_dev_num)(&mut count) };
-        if rc != 0 {
-            return Err(format!("drvGetDevNum failed ({rc})"));
-        }
-        let mut ids = vec![0u32; count as usize];
-        // SAFETY: `ids` has room for `count` ids.
-        let rc = unsafe { (self.get_dev_ids)(ids.as_mut_ptr(), count) };
-        if rc != 0 {
-            return Err(format!("drvGetDevIDs failed ({rc})"));
-        }
-        Ok(ids)
-    }
-
-    /// Starts channel 50 on `device`: Err says why not.
-    fn start_soc_log(&self, device: u32) -> Result<(), String> {
+    /// Starts channel 50 on `device`, with the sample period msPTI uses on `chip`: Err says
+    /// why not.
+    fn start_soc_log(&self, device: u32, chip: &ChipLayout) -> Result<(), String> {
         // SAFETY: all-zero bytes are a valid channel list (integers and byte arrays).
         let mut list: Box<ChannelList> = Box::new(unsafe { std::mem::zeroed() });
         // SAFETY: `list` is a valid, writable `channel_list_t`.
@@ -189,7 +169,7 @@ impl ProfApi {
         };
         let mut para = ProfStartPara {
             channel_type: 0,
-            sample_period: SAMPLE_PERIOD_MS,
+            sample_period: chip.soc_log_period_ms,
             real_time: 1,
             user_data: (&mut config as *mut StarsSocLogConfig).cast(),
             user_data_size: size_of::<StarsSocLogConfig>() as u32,
@@ -248,17 +228,20 @@ pub struct ChannelReader {
 
 impl ChannelReader {
     /// Starts channel 50 on every device of the driver at `path` and a thread that sends
-    /// their records to `tx`. The outcome per device (an empty map when the driver has no
-    /// profiling channel API, with the reason) is for the session's metadata.
+    /// their records, read as `chip` lays them out, to `tx`. The outcome per device (an empty
+    /// map when the driver has no profiling channel API, with the reason) is for the
+    /// session's metadata.
     pub fn start<T: From<SocBatch> + Send + 'static>(
         path: &Path,
+        chip: &'static ChipLayout,
         tx: mpsc::Sender<T>,
     ) -> Result<(Option<Self>, Outcomes), String> {
         let api = ProfApi::open(path)?;
         let outcomes: Outcomes = api
+            .device_list
             .devices()?
             .into_iter()
-            .map(|device| (device, api.start_soc_log(device)))
+            .map(|device| (device, api.start_soc_log(device, chip)))
             .collect();
         let started: Vec<u32> = outcomes
             .iter()
@@ -272,7 +255,7 @@ impl ChannelReader {
         let flag = stop.clone();
         let thread = thread::Builder::new()
             .name("npu-prof-channel".into())
-            .spawn(move || read_loop(&api, &started, &tx, &flag))
+            .spawn(move || read_loop(&api, chip, &started, &tx, &flag))
             .map_err(|e| format!("starting the channel reader: {e}"))?;
         Ok((Some(Self { thread, stop }), outcomes))
     }
@@ -286,13 +269,14 @@ impl ChannelReader {
 
 fn read_loop<T: From<SocBatch>>(
     api: &ProfApi,
+    chip: &ChipLayout,
     devices: &[u32],
     tx: &mpsc::Sender<T>,
     stop: &AtomicBool,
 ) {
     let mut readers: BTreeMap<u32, SocLogReader> = devices
         .iter()
-        .map(|&d| (d, SocLogReader::default()))
+        .map(|&d| (d, SocLogReader::new(chip.soc_log)))
         .collect();
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
     while !stop.load(Ordering::Relaxed) {

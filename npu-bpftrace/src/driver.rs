@@ -1,7 +1,10 @@
-//! Reading the device clock through the driver, from the agent itself. A device's syscnt
-//! is global hardware state: `halGetDeviceInfo(dev, MODULE_TYPE_SYSTEM, INFO_TYPE_SYS_COUNT)`
-//! bracketed by two CLOCK_MONOTONIC reads in this process is a direct clock sample whose
-//! uncertainty is a few hundred ns, far tighter than anything seen through uprobes.
+//! Asking the driver, from the agent itself, which chip it drives and what its device clocks
+//! read. The chip (`halGetDeviceInfo(dev, MODULE_TYPE_SYSTEM, INFO_TYPE_VERSION)`, as msPTI
+//! asks it) decides how the device path is read: SQE headers, completion entries, profiling
+//! records and SQE type numbers. A device's syscnt is global hardware state:
+//! `halGetDeviceInfo(dev, MODULE_TYPE_SYSTEM, INFO_TYPE_SYS_COUNT)` bracketed by two
+//! CLOCK_MONOTONIC reads in this process is a direct clock sample whose uncertainty is a few
+//! hundred ns, far tighter than anything seen through uprobes.
 use std::{
     collections::BTreeSet,
     path::Path,
@@ -16,11 +19,15 @@ use std::{
 use libloading::{Library, Symbol};
 use tokio::sync::mpsc;
 
+use tracer_catalog::{self as catalog, ChipLayout};
 use tracer_core::clock::ClockReading;
+use tracer_schema::session::ChipSummary;
 
 use crate::session::clock_ns;
 
 const MODULE_TYPE_SYSTEM: i32 = 0;
+/// The chip id is in bits 8-15 of the value (msPTI `GetChipTypeImpl`).
+const INFO_TYPE_VERSION: i32 = 1;
 const INFO_TYPE_SYS_COUNT: i32 = 13;
 const INFO_TYPE_DEV_OSC_FREQUE: i32 = 25;
 /// How often each device's clock is sampled.
@@ -31,11 +38,59 @@ const READS_PER_SAMPLE: usize = 3;
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 type GetDeviceInfo = unsafe extern "C" fn(u32, i32, i32, *mut i64) -> i32;
+type GetDevNum = unsafe extern "C" fn(*mut u32) -> i32;
+type GetDevIds = unsafe extern "C" fn(*mut u32, u32) -> i32;
+
+/// The driver's device list: `drvGetDevNum`, `drvGetDevIDs` (hicann/driver
+/// `pkg_inc/ascend_hal_base.h`).
+#[derive(Clone, Copy)]
+pub struct DeviceList {
+    get_dev_num: GetDevNum,
+    get_dev_ids: GetDevIds,
+}
+
+impl DeviceList {
+    /// The two functions of the loaded driver `library`; Err names the one it lacks.
+    pub fn load(library: &Library) -> Result<Self, String> {
+        // SAFETY: the symbols are looked up with their documented C signatures.
+        unsafe {
+            let get_dev_num: Symbol<GetDevNum> = library
+                .get(b"drvGetDevNum\0")
+                .map_err(|_| "the driver has no drvGetDevNum".to_owned())?;
+            let get_dev_ids: Symbol<GetDevIds> = library
+                .get(b"drvGetDevIDs\0")
+                .map_err(|_| "the driver has no drvGetDevIDs".to_owned())?;
+            Ok(Self {
+                get_dev_num: *get_dev_num,
+                get_dev_ids: *get_dev_ids,
+            })
+        }
+    }
+
+    /// The ids of the devices the driver lists.
+    pub fn devices(&self) -> Result<Vec<u32>, String> {
+        let mut count = 0u32;
+        // SAFETY: documented signature; `count` is a valid out-pointer.
+        let rc = unsafe { (self.get_dev_num)(&mut count) };
+        if rc != 0 {
+            return Err(format!("drvGetDevNum failed ({rc})"));
+        }
+        let mut ids = vec![0u32; count as usize];
+        // SAFETY: `ids` has room for `count` ids.
+        let rc = unsafe { (self.get_dev_ids)(ids.as_mut_ptr(), count) };
+        if rc != 0 {
+            return Err(format!("drvGetDevIDs failed ({rc})"));
+        }
+        Ok(ids)
+    }
+}
 
 /// The driver library loaded into the agent.
 pub struct Driver {
     _library: Library,
     get_device_info: GetDeviceInfo,
+    /// None when the driver cannot list its devices (device 0 is then asked for the chip).
+    device_list: Option<DeviceList>,
 }
 
 impl Driver {
@@ -47,19 +102,76 @@ impl Driver {
             let library = Library::new(path).ok()?;
             let symbol: Symbol<GetDeviceInfo> = library.get(b"halGetDeviceInfo\0").ok()?;
             let get_device_info = *symbol;
+            let device_list = DeviceList::load(&library).ok();
             Some(Self {
                 _library: library,
                 get_device_info,
+                device_list,
             })
         }
     }
 
-    fn info(&self, device: u32, info_type: i32) -> Option<i64> {
+    /// `halGetDeviceInfo(device, MODULE_TYPE_SYSTEM, info_type)`: Err is the driver's code.
+    fn query(&self, device: u32, info_type: i32) -> Result<i64, i32> {
         let mut value = 0i64;
         // SAFETY: documented signature; `value` is a valid out-pointer.
         let rc =
             unsafe { (self.get_device_info)(device, MODULE_TYPE_SYSTEM, info_type, &mut value) };
-        (rc == 0).then_some(value)
+        if rc == 0 { Ok(value) } else { Err(rc) }
+    }
+
+    fn info(&self, device: u32, info_type: i32) -> Option<i64> {
+        self.query(device, info_type).ok()
+    }
+
+    /// The chip the driver's devices are, and the layout the agent reads their device path
+    /// with (the first device that answers decides). An unknown chip id, or no answer, reads
+    /// as [`catalog::DEFAULT_CHIP`], with a one-line warning.
+    pub fn chip(&self) -> Chip {
+        let devices = match self.device_list.as_ref().map(DeviceList::devices) {
+            Some(Ok(devices)) if !devices.is_empty() => devices,
+            _ => vec![0],
+        };
+        let answers: Vec<(u32, Result<i64, i32>)> = devices
+            .iter()
+            .map(|&device| (device, self.query(device, INFO_TYPE_VERSION)))
+            .collect();
+        let ids: Vec<(u32, u32)> = answers
+            .iter()
+            .filter_map(|(device, answer)| {
+                let version = answer.as_ref().ok()?;
+                Some((*device, catalog::chip_id_of_version(*version)))
+            })
+            .collect();
+        let Some(&(first, id)) = ids.first() else {
+            let rc = answers.first().map_or(0, |(_, a)| a.err().unwrap_or(0));
+            return Chip::fallback(
+                None,
+                format!(
+                    "the driver did not report the chip (halGetDeviceInfo INFO_TYPE_VERSION failed: {rc})"
+                ),
+            );
+        };
+        if let Some((other, other_id)) = ids.iter().find(|(_, i)| *i != id) {
+            eprintln!(
+                "npu-bpftrace: device {first} reports chip id {id} but device {other} chip id \
+                 {other_id}; reading every device as device {first}"
+            );
+        }
+        match catalog::chip_by_id(id) {
+            Some(layout) => Chip {
+                layout,
+                summary: ChipSummary {
+                    layout: layout.name.to_owned(),
+                    id: Some(id),
+                    fallback: None,
+                },
+            },
+            None => Chip::fallback(
+                Some(id),
+                format!("unknown NPU chip id {id} (halGetDeviceInfo INFO_TYPE_VERSION)"),
+            ),
+        }
     }
 
     pub fn frequency_hz(&self, device: u32) -> Option<f64> {
@@ -85,6 +197,34 @@ impl Driver {
                 enter_ns,
                 exit_ns,
             })
+    }
+}
+
+/// The chip whose device path the agent reads.
+pub struct Chip {
+    pub layout: &'static ChipLayout,
+    /// What `session.json` says of it.
+    pub summary: ChipSummary,
+}
+
+impl Chip {
+    /// The default layout, for a chip the agent could not identify (`id`, when the driver
+    /// gave one): says so on stderr, in one line.
+    pub fn fallback(id: Option<u32>, why: String) -> Self {
+        let layout = catalog::DEFAULT_CHIP;
+        let why = format!(
+            "{why}; reading the device path as {} ({})",
+            layout.name, layout.stars
+        );
+        eprintln!("npu-bpftrace: {why}");
+        Self {
+            layout,
+            summary: ChipSummary {
+                layout: layout.name.to_owned(),
+                id,
+                fallback: Some(why),
+            },
+        }
     }
 }
 

@@ -30,6 +30,7 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
         activity: ActivityStats::default(),
         clocks: BTreeMap::new(),
         device_time_sources: BTreeMap::new(),
+        chip: None,
         rows: BTreeMap::new(),
         files: 0,
         bytes: 0,

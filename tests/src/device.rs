@@ -1,6 +1,8 @@
 //! Checking device activity against the simulator's ground truth: every device task appears
 //! exactly once, in the right table, joined to the outermost API call that produced it, with
-//! the right name, stream, bytes and status, and device times aligned to the host clock.
+//! the right name, stream, bytes and status, and device times aligned to the host clock. The
+//! chip a task ran on (the truth's `clock` lines say) decides its SQE type numbers and what
+//! its header names.
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -122,17 +124,51 @@ pub fn expected_rows(tasks: &[Value]) -> Vec<Expected> {
         .collect()
 }
 
-/// The sync-table kind of a task of SQE type `sqe_type` (STARS v100 numbers).
-fn sync_kind(sqe_type: Option<u64>) -> Option<&'static str> {
-    Some(match sqe_type? {
-        3 => "PLACE_HOLDER",
-        20 => "MODEL_EXECUTE",
-        4 => "EVENT_RECORD",
-        5 => "EVENT_WAIT",
-        6 => "NOTIFY_RECORD",
-        7 => "NOTIFY_WAIT",
+/// The chip (`910B` or `950`) each traced process ran on, from its truth `clock` lines.
+pub fn chips(recording: &Recording) -> HashMap<u64, String> {
+    read_truth(&recording.truth)
+        .into_iter()
+        .filter_map(|(pid, lines)| {
+            let chip = lines
+                .iter()
+                .find(|l| l["type"] == "clock")
+                .and_then(|l| l["chip"].as_str())?;
+            Some((pid, chip.to_owned()))
+        })
+        .collect()
+}
+
+/// The sync-table kind of a task of SQE type `sqe_type` on `chip`: STARS v100 numbers on
+/// 910B (RT `stars_sqe.hpp`), v2 numbers on 950 (RT `stars_david.hpp`), where events are
+/// notify records and waits.
+fn sync_kind(chip: &str, sqe_type: Option<u64>) -> Option<&'static str> {
+    Some(match (chip, sqe_type?) {
+        (_, 3) => "PLACE_HOLDER",
+        (_, 20) => "MODEL_EXECUTE",
+        ("910B", 4) => "EVENT_RECORD",
+        ("910B", 5) => "EVENT_WAIT",
+        (_, 6) => "NOTIFY_RECORD",
+        (_, 7) => "NOTIFY_WAIT",
         _ => return None,
     })
+}
+
+/// The `kernel_type` of a kernel that ran on `engine` (truth `AIC`, `AIV`, `AICPU`): 910B
+/// runs AI Core and AI Vector kernels alike as FFTS tasks (SQE type 0), 950 tells them apart.
+fn kernel_type(chip: &str, engine: &str) -> &'static str {
+    match (chip, engine) {
+        (_, "AICPU") => "AI_CPU",
+        ("950", "AIV") => "AI_VECTOR",
+        _ => "AI_CORE",
+    }
+}
+
+/// The stream id a row of a truth task has: 950 headers and records name no stream (0).
+fn row_stream(chip: &str, task: &Value) -> Value {
+    match chip {
+        "950" => Value::from(0),
+        _ => task["stream"].clone(),
+    }
 }
 
 /// Checks every row the truth calls for; returns the alignment errors with their bounds.
@@ -148,6 +184,7 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
         rows.insert(table, recording.table(table));
     }
     let total_rows: usize = rows.values().map(Vec::len).sum();
+    let chips = chips(recording);
     let expected = expected_rows(&truth_tasks(recording));
     assert_eq!(
         total_rows,
@@ -173,11 +210,15 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
         assert_eq!(matches.len(), 1, "{want:?} in {table}: {matches:?}");
         let row = matches[0];
         let ctx = format!("truth {want:?}\nrow {row:?}");
+        let chip = chips
+            .get(&task["pid"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("no truth clock line of the process: {ctx}"))
+            .as_str();
         assert_eq!(row["device_end_cnt"], want.end_cnt, "{ctx}");
         if want.tasks == 1 {
             assert_eq!(
                 (&row["stream_id"], &row["task_id"]),
-                (&task["stream"], &task["task"]),
+                (&row_stream(chip, task), &task["task"]),
                 "{ctx}"
             );
         }
@@ -206,7 +247,11 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
         let from_model = task["model_id"].is_u64() && table != "sync";
         match table {
             _ if from_model => {}
-            "kernel" => assert_eq!(row["name"], task["name"], "kernel name: {ctx}"),
+            "kernel" => {
+                assert_eq!(row["name"], task["name"], "kernel name: {ctx}");
+                let engine = task["engine"].as_str().unwrap_or("");
+                assert_eq!(row["kernel_type"], kernel_type(chip, engine), "{ctx}");
+            }
             "memcpy" => assert_eq!(
                 int(&row["bytes"]),
                 Some(want.sum_bytes.into()),
@@ -223,7 +268,7 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
                 "bytes: {ctx}"
             ),
             "sync" => {
-                let kind = sync_kind(task["sqe_type"].as_u64())
+                let kind = sync_kind(chip, task["sqe_type"].as_u64())
                     .unwrap_or_else(|| panic!("a sync task of an unknown SQE type: {ctx}"));
                 assert_eq!(row["kind"], kind, "{ctx}");
             }

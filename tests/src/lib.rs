@@ -92,11 +92,19 @@ impl Drop for Recording {
 /// `npu-bpftrace record [extra] --out DIR -- <workload>` with truth on; panics unless both
 /// the agent and the workload succeed.
 pub fn record(name: &str, extra: &[&str], workload: &[String]) -> Recording {
-    record_with_env(name, &[], extra, workload)
+    record_with(name, &[], extra, workload)
 }
 
-/// [`record`] with more environment variables for the agent (and the workload).
-pub fn record_with_env(
+/// [`record`] on a simulated host of chip `chip` (`NPU_SIM_CHIP`, `910B` or `950`). The chip is
+/// the host's: the agent's own driver calls (the chip it asks for, the profiling channels it
+/// starts) see it as the workload's do, so the agent gets it too, and its workload inherits
+/// it.
+pub fn record_on_chip(name: &str, chip: &str, extra: &[&str], workload: &[String]) -> Recording {
+    record_with(name, &[("NPU_SIM_CHIP", chip)], extra, workload)
+}
+
+/// [`record`] with `env` set for the agent (and so for the workload it starts).
+pub fn record_with(
     name: &str,
     env: &[(&str, &str)],
     extra: &[&str],

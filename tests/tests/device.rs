@@ -21,6 +21,15 @@ fn train_tasks_match_truth() {
     ]
     .concat();
     let recording = record("device-train", &[], &workload);
+    let chip = recording
+        .session()
+        .chip
+        .expect("session.json names the chip");
+    assert_eq!(
+        (chip.layout.as_str(), chip.id),
+        ("910B", Some(5)),
+        "{chip:?}"
+    );
     let errors = check_tasks(&recording);
     assert_aligned("train", errors);
     assert_timed_by_channel(&recording);

@@ -1,8 +1,6 @@
 //! `npu-bpftrace record -- CMD`: every call of the simulator's workloads, traced from the
 //! first instruction, matches the ground truth exactly.
-use tests::{
-    Recording, kernel_at_least, record, record_with_env, sim_bin, truth::assert_api_matches,
-};
+use tests::{Recording, kernel_at_least, record, record_with, sim_bin, truth::assert_api_matches};
 use tracer_schema::session::AttachKind;
 
 fn check(recording: &Recording) {
@@ -71,7 +69,7 @@ fn alloc() {
 #[test]
 fn alloc_with_perf_event_uprobes() {
     // NPU_BPFTRACE_UPROBE_MULTI=0 asks for the fallback whatever the kernel has.
-    let recording = record_with_env(
+    let recording = record_with(
         "record-alloc-perf-event",
         &[("NPU_BPFTRACE_UPROBE_MULTI", "0")],
         &[],

@@ -8,7 +8,7 @@
 //!
 //! - [`model`]: what an entry says (library, domain, arguments, roles, task kinds);
 //! - [`cann`]: the entries;
-//! - [`layout`]: layout descriptions of driver and device structures;
+//! - [`layout`]: layout descriptions of driver and device structures, per chip;
 //! - [`decode`]: CANN enum values into schema vocabularies.
 mod cann;
 mod decode;
@@ -18,8 +18,9 @@ mod model;
 pub use cann::CATALOG;
 pub use decode::{acl_memcpy_kind, hccl_data_type, hccl_reduce_op, rt_memcpy_kind};
 pub use layout::{
-    DEVICE_ERRORS, DEVICE_LAYOUT, MODEL_EXECUTE_SQE, SOC_FUNC_BEGIN, SOC_FUNC_END, SOC_LOG,
-    SOC_LOG_CHANNEL, SocLogLayout, cqe_has_timestamp, soc_log_ids, sqe_sync_kind, sqe_task_kind,
+    CHIP_910B, CHIP_950, CHIPS, ChipLayout, DEFAULT_CHIP, DEVICE_ERRORS, SOC_FUNC_BEGIN,
+    SOC_FUNC_END, SOC_LOG_CHANNEL, SocLogIds, SocLogLayout, SqeKind, chip_by_id,
+    chip_id_of_version, soc_log_ids,
 };
 pub use model::{
     Arg, Column, Domain, Library, MsptiDomain, Out, Payload, ProbeDef, Ret, Role, TaskKind, Text,

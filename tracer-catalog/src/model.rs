@@ -244,8 +244,8 @@ pub struct ProbeDef {
     pub mspti: Option<(MsptiDomain, u32)>,
     pub args: &'static [Arg],
     pub text: Option<(u8, Text)>,
-    /// The text argument is a function handle, named through the handle layout
-    /// (`DEVICE_LAYOUT`): it names kernels whose handles were created before tracing began,
+    /// The text argument is a function handle, named through the handle layout (the chip's
+    /// `DeviceLayout`): it names kernels whose handles were created before tracing began,
     /// which no registration call can tell.
     pub text_from_handle: bool,
     pub out: Option<Out>,

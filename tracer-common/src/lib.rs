@@ -320,7 +320,8 @@ impl ProbeSpec {
 }
 
 /// Where the driver's task structures keep their fields (BPF array `LAYOUT`, index 0): a
-/// layout description from the probe catalog, so no offset is hard-coded in BPF.
+/// layout description from the probe catalog, chosen for the chip the driver reports, so no
+/// offset is hard-coded in BPF.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeviceLayout {
@@ -329,7 +330,8 @@ pub struct DeviceLayout {
     pub send_sqe_num: u16,
     pub send_sq_id: u16,
     /// Bytes per SQE, and fields of the SQE header: type (low 6 bits of a byte),
-    /// blockDim, stream id and task id (u16 each).
+    /// blockDim (u16), stream id (u16, kept to `sqe_stream_mask`) and task id
+    /// (`sqe_task_size` bytes).
     pub sqe_size: u16,
     pub sqe_type: u16,
     pub sqe_block_dim: u16,
@@ -342,19 +344,23 @@ pub struct DeviceLayout {
     /// `struct halReportRecvInfo`: `cqe_addr` (pointer) and `report_cqe_num` (u32).
     pub recv_cqe_addr: u16,
     pub recv_report_num: u16,
-    /// Bytes per CQE, and its fields: stream id, task id (u16), error code (u32), SQE type
-    /// (u8), and a u64 that holds the device syscnt of the task's end only for entries of
-    /// the SQE types the catalog says are timestamped (no CQE carries a start time).
+    /// Bytes per CQE, and its fields: stream id (u16, kept to `cqe_stream_mask`), task id
+    /// (`cqe_task_size` bytes), error code (u32), SQE type (u8), and a u64 that holds the
+    /// device syscnt of the task's end only for entries of the SQE types the catalog says are
+    /// timestamped (no CQE carries a start time).
     pub cqe_size: u16,
     pub cqe_stream: u16,
     pub cqe_task: u16,
     pub cqe_status: u16,
     pub cqe_sqe_type: u16,
     pub cqe_end_cnt: u16,
-    /// The bits of a stream id field that name the stream: the rest are flags (the
-    /// runtime's `RT_SYNC_TASK_FLAG`, 0x8000), and the profiling channel keeps stream ids
-    /// modulo 2048.
-    pub stream_mask: u16,
+    /// The bits of the SQE header's and the CQE's stream id fields that name the stream: the
+    /// rest are flags (the runtime's `RT_SYNC_TASK_FLAG`, 0x8000), and the profiling channel
+    /// keeps stream ids modulo 2048. 0 when the structure names no stream (STARS v2 headers)
+    /// or its stream is not joined on: the stream is then 0 (the field at the offset is read
+    /// and dropped, so the BPF programs need no branch for it).
+    pub sqe_stream_mask: u16,
+    pub cqe_stream_mask: u16,
     /// A function handle (`aclrtFuncHandle`, `rtFuncHandle`): when the u64 at
     /// `handle_magic_offset` is `handle_wrapper_magic` (non-zero), the handle wraps the kernel
     /// object, whose pointer is at `handle_object_offset`; otherwise the handle is the kernel
@@ -368,15 +374,51 @@ pub struct DeviceLayout {
     /// The profiling channel whose reads by another profiler are copied
     /// (`CHANNEL_STARS_SOC_LOG_BUFFER`).
     pub soc_log_channel: u16,
+    /// Bytes of the SQE header's task id: 2 (STARS v100, 16-bit per-stream ids) or 4 (STARS
+    /// v2, the process's 32-bit task serial number).
+    pub sqe_task_size: u16,
+    /// Bytes of the CQE's task id (2 or 4). When it is narrower than the SQE's, the completion
+    /// join (`TASKS`) keys tasks by the bits the CQE carries; the full id is kept in the
+    /// entry ([`PendingTask`]). Task ids are read as u32 and masked to their size.
+    pub cqe_task_size: u16,
+    pub _pad: u16,
     pub handle_wrapper_magic: u64,
+}
+
+/// The mask of an integer field of `size` bytes (1..=4) read as a u32; computed without a
+/// branch, which the BPF verifier would follow once per SQE.
+#[inline(always)]
+pub const fn width_mask(size: u16) -> u32 {
+    1u64.wrapping_shl(size as u32 * 8).wrapping_sub(1) as u32
+}
+
+impl DeviceLayout {
+    /// The mask of the SQE header's task id.
+    #[inline(always)]
+    pub const fn sqe_task_mask(&self) -> u32 {
+        width_mask(self.sqe_task_size)
+    }
+
+    /// The mask of the CQE's task id.
+    #[inline(always)]
+    pub const fn cqe_task_mask(&self) -> u32 {
+        width_mask(self.cqe_task_size)
+    }
+
+    /// The bits of a task id the completion join keys on: those both the SQE and the CQE
+    /// carry.
+    #[inline(always)]
+    pub const fn task_key_mask(&self) -> u32 {
+        self.sqe_task_mask() & self.cqe_task_mask()
+    }
 }
 
 /// SQEs read per `halSqTaskSend` call.
 pub const MAX_SQES: u32 = 16;
 /// SQEs read per `halStreamTaskFill` call (a model stream's tasks).
 pub const MAX_FILL_SQES: u32 = 256;
-/// The SQE type field's bits in the header's first byte (`rtStarsSqeHeader_t.type : 6`;
-/// the upper two bits are the L1 lock/unlock flags).
+/// The SQE type field's bits in the header's first byte (`type : 6` in both
+/// `rtStarsSqeHeader_t` and `rtDavidStarsSqeHeader_t`; the upper two bits are lock flags).
 pub const SQE_TYPE_MASK: u8 = 0x3f;
 /// Processes the kernel-side target filter (map `TARGETS`) can hold.
 pub const MAX_TARGETS: u32 = 16_384;
@@ -385,31 +427,33 @@ pub const MAX_CQES: u32 = 64;
 /// Submitted tasks awaiting completion, over all traced processes.
 pub const MAX_TASKS: u32 = 262_144;
 
-/// Key of a submitted task (BPF hash `TASKS`). Task ids are 16-bit and wrap: a new
-/// submission with the same key replaces a stale entry instead of joining it.
+/// Key of a submitted task (BPF hash `TASKS`): the task id keeps the bits the CQE carries
+/// ([`DeviceLayout::task_key_mask`]), the stream is 0 when the SQE header names none. Task
+/// ids wrap: a new submission with the same key replaces a stale entry instead of joining
+/// it.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct TaskKey {
     pub tgid: u32,
     pub device_id: u32,
+    pub task_id: u32,
     pub stream_id: u16,
-    pub task_id: u16,
-    pub _pad: u32,
+    pub _pad: u16,
 }
 
 impl TaskKey {
-    pub const fn new(tgid: u32, device_id: u32, stream_id: u16, task_id: u16) -> Self {
+    pub const fn new(tgid: u32, device_id: u32, stream_id: u16, task_id: u32) -> Self {
         Self {
             tgid,
             device_id,
-            stream_id,
             task_id,
+            stream_id,
             _pad: 0,
         }
     }
 }
 
-/// What was known when a task was submitted (value of `TASKS`).
+/// What was known when a task was submitted (in `TASKS` entries and [`TaskSubmit`]).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TaskInfo {
@@ -421,6 +465,16 @@ pub struct TaskInfo {
     pub sqe_type: u8,
     /// [`TASK_FILLED`].
     pub flags: u8,
+}
+
+/// A submitted task waiting for its completion entry (value of `TASKS`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingTask {
+    pub info: TaskInfo,
+    /// The task id as the SQE header gave it (the key may keep fewer bits).
+    pub task_id: u32,
+    pub _pad: u32,
 }
 
 /// `TaskInfo::flags`: the task was loaded into a model's stream (`halStreamTaskFill`), not
@@ -439,9 +493,12 @@ pub struct TaskSubmit {
     pub device_id: u32,
     /// The driver's SQ the task went to (`halTaskSendInfo.sqId`).
     pub sq_id: u32,
+    /// The SQE header's task id (16 bits per stream on STARS v100, the process's 32-bit
+    /// serial number on STARS v2).
+    pub task_id: u32,
+    /// The header's stream id without flag bits; 0 when the header names none (STARS v2).
     pub stream_id: u16,
-    pub task_id: u16,
-    pub _pad: u32,
+    pub _pad: u16,
 }
 
 /// A completion joined to its submission.
@@ -456,11 +513,12 @@ pub struct TaskComplete {
     pub end_cnt: u64,
     pub device_id: u32,
     pub status: u32,
+    /// The submission's task id when it was seen, else the CQE's.
+    pub task_id: u32,
     pub stream_id: u16,
-    pub task_id: u16,
     /// SQE type reported in the CQE.
     pub sqe_type: u8,
-    pub _pad: [u8; 3],
+    pub _pad: u8,
 }
 
 /// Bytes of profiling-channel data per [`ChannelData`] record.
@@ -571,6 +629,8 @@ mod pod {
     unsafe impl aya::Pod for super::TaskKey {}
     // SAFETY: see above.
     unsafe impl aya::Pod for super::TaskInfo {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for super::PendingTask {}
 }
 
 /// The wire layout, checked at compile time in the BPF build and the agent's alike: both
@@ -587,13 +647,21 @@ const _: () = {
     assert!(size_of::<ApiExit>() == 56);
     assert!(size_of::<ProbeSpec>() == 8);
     assert!(size_of::<TaskKey>() == 16);
+    assert!(offset_of!(TaskKey, stream_id) == 12);
     assert!(size_of::<TaskInfo>() == 24);
+    assert!(size_of::<PendingTask>() == 24 + 8);
     assert!(size_of::<TaskComplete>() == 24 + 24 + 16 + 8 + 8);
+    assert!(offset_of!(TaskComplete, task_id) == 72);
+    assert!(offset_of!(TaskComplete, _pad) == 79);
     assert!(size_of::<TaskSubmit>() == 24 + 24 + 16);
+    assert!(offset_of!(TaskSubmit, task_id) == 56);
+    assert!(offset_of!(TaskSubmit, _pad) == 62);
     assert!(size_of::<ChannelData>() == 24 + 16 + CHANNEL_CHUNK);
     assert!(size_of::<BinaryPiece>() == 24 + 24 + CHANNEL_CHUNK);
-    // 24 u16 fields, then the u64: no implicit padding.
-    assert!(size_of::<DeviceLayout>() == 48 + 8);
+    // 28 u16 fields (padding included), then the u64: no implicit padding.
+    assert!(width_mask(2) == 0xffff && width_mask(4) == u32::MAX);
+    assert!(offset_of!(DeviceLayout, handle_wrapper_magic) == 56);
+    assert!(size_of::<DeviceLayout>() == 56 + 8);
     assert!(size_of::<ThreadState>() == 8 + (MAX_DEPTH + 1) * 24);
 };
 

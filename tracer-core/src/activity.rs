@@ -8,7 +8,7 @@ use tracer_common::{
     DropKind, RecordHeader, RecordKind, TASK_FILLED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
-use tracer_catalog::{self as catalog, Payload, ProbeDef, Role, TaskKind};
+use tracer_catalog::{self as catalog, ChipLayout, Payload, ProbeDef, Role, TaskKind};
 use tracer_schema::{
     rows::{
         ApiArgs, ApiRow, CriticalEventRow, DeviceTask, HcclRow, KernelRow, MemcpyRow, MemoryRow,
@@ -147,8 +147,9 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// A task on a device (device, stream, task): what the profiling channel's records name.
-type DeviceTaskKey = (u32, u16, u16);
+/// A task on a device (device, stream, task): what the profiling channel's records name (the
+/// stream is 0 on a chip whose records name none).
+type DeviceTaskKey = (u32, u16, u32);
 
 /// A submission waiting for its device records.
 #[derive(Debug, Clone, Copy)]
@@ -183,8 +184,9 @@ const RUN_DELAY_NS: u64 = 200_000_000;
 /// Unmatched channel records older than this (trace time) belong to no traced submission.
 const UNMATCHED_TTL_NS: u64 = 2_000_000_000;
 
-#[derive(Default)]
 pub struct Activity {
+    /// The chip whose SQE types and completion entries the tasks have.
+    chip: &'static ChipLayout,
     contexts: HashMap<u64, TaskContext>,
     /// Tasks submitted per correlation id and not yet turned into rows: a call's context
     /// stays until its last task has it.
@@ -204,7 +206,8 @@ pub struct Activity {
     /// ids: the latest is an early record of the next submission; a loaded model task may
     /// have run several times.
     unmatched: HashMap<DeviceTaskKey, VecDeque<Unmatched>>,
-    /// Completion-queue error statuses of channel-timed tasks, applied when they are emitted.
+    /// Completion-queue error statuses of channel-timed tasks, applied when they are emitted,
+    /// by the task id bits a completion entry carries (`ChipLayout::task_key_mask`).
     cqe_status: HashMap<DeviceTaskKey, u32>,
     /// Calls whose tasks fold into one row, by (correlation id, kind).
     spans: HashMap<(u64, TaskKind), Span>,
@@ -218,7 +221,39 @@ pub struct Activity {
     stats: ActivityStats,
 }
 
+/// Tasks of a 910B, the chip an unknown chip is read as.
+impl Default for Activity {
+    fn default() -> Self {
+        Self::new(catalog::DEFAULT_CHIP)
+    }
+}
+
 impl Activity {
+    /// Device activity of tasks of `chip`.
+    pub fn new(chip: &'static ChipLayout) -> Self {
+        Self {
+            chip,
+            contexts: HashMap::new(),
+            tasks_per_call: HashMap::new(),
+            soc_devices: BTreeMap::new(),
+            submitted: HashMap::new(),
+            loaded: HashMap::new(),
+            loaded_runs: HashMap::new(),
+            executions: BTreeMap::new(),
+            unmatched: HashMap::new(),
+            cqe_status: HashMap::new(),
+            spans: HashMap::new(),
+            comms: HashMap::new(),
+            comms_per_pid: HashMap::new(),
+            allocations: HashMap::new(),
+            clocks: BTreeMap::new(),
+            held: VecDeque::new(),
+            latest_ns: 0,
+            output: ActivityOutput::default(),
+            stats: ActivityStats::default(),
+        }
+    }
+
     /// An outermost call that submits device tasks entered.
     pub fn call_entered(
         &mut self,
@@ -372,7 +407,7 @@ impl Activity {
         if correlation_id != 0 {
             *self.tasks_per_call.entry(correlation_id).or_default() += 1;
             let context = self.contexts.get(&correlation_id);
-            if let Some(kind) = task_kind(submit.info.sqe_type, context)
+            if let Some(kind) = task_kind(self.chip, submit.info.sqe_type, context)
                 && kind.folds()
             {
                 self.spans
@@ -526,10 +561,10 @@ impl Activity {
             stream_id,
             task_id,
             sqe_type: submitted.info.sqe_type,
-            _pad: [0; 3],
+            _pad: 0,
         };
         self.stats.tasks_from_channel += 1;
-        if submitted.info.sqe_type == catalog::MODEL_EXECUTE_SQE {
+        if submitted.info.sqe_type == self.chip.model_execute_sqe {
             let execution = Execution {
                 submitted,
                 end_cnt: end,
@@ -547,15 +582,16 @@ impl Activity {
         if self.soc_devices.contains_key(&done.device_id) {
             // The channel times this task; the entry says only whether it failed.
             if done.status != 0 {
-                let key = (done.device_id, done.stream_id, done.task_id);
-                self.cqe_status.insert(key, done.status);
+                let task = done.task_id & self.chip.task_key_mask();
+                self.cqe_status
+                    .insert((done.device_id, done.stream_id, task), done.status);
             }
             return;
         }
         // No channel: an entry carries the task's end only for the SQE types the driver
         // stamps, and never its start.
         let mut done = *done;
-        if done.status != 0 || !catalog::cqe_has_timestamp(done.sqe_type) {
+        if done.status != 0 || !self.chip.cqe_has_timestamp(done.sqe_type) {
             done.end_cnt = 0;
         }
         self.timed(&done);
@@ -758,9 +794,10 @@ impl Activity {
     }
 
     fn emit(&mut self, mut held: Held) {
+        let task = held.done.task_id & self.chip.task_key_mask();
         if let Some(status) =
             self.cqe_status
-                .remove(&(held.done.device_id, held.done.stream_id, held.done.task_id))
+                .remove(&(held.done.device_id, held.done.stream_id, task))
         {
             held.done.status = status;
         }
@@ -775,7 +812,7 @@ impl Activity {
             tid: done.info.tid,
             device_id: done.device_id,
             stream_id: u32::from(done.stream_id),
-            task_id: u32::from(done.task_id),
+            task_id: done.task_id,
             start_ns: convert(done.start_cnt),
             end_ns: convert(done.end_cnt),
             device_start_cnt: known(done.start_cnt),
@@ -804,7 +841,7 @@ impl Activity {
         block_dim: u16,
         context: Option<TaskContext>,
     ) {
-        let Some(kind) = task_kind(sqe_type, context.as_ref()) else {
+        let Some(kind) = task_kind(self.chip, sqe_type, context.as_ref()) else {
             return; // maintenance and other bookkeeping tasks have no table
         };
         if let Some(correlation_id) = context
@@ -857,7 +894,10 @@ impl Activity {
         block_dim: u16,
         context: Option<TaskContext>,
     ) {
-        let unit = catalog::sqe_task_kind(sqe_type).map_or(KernelType::Unknown, |(_, unit)| unit);
+        let unit = self
+            .chip
+            .sqe_task_kind(sqe_type)
+            .map_or(KernelType::Unknown, |(_, unit)| unit);
         let (def, args, seq) = match context {
             Some(c) => (Some(c.def), c.args, c.seq),
             None => (None, ApiArgs::default(), None),
@@ -894,7 +934,7 @@ impl Activity {
             // kind would be a synchronization of its own.
             TaskKind::Sync | TaskKind::Model => self.output.syncs.push(SyncRow {
                 task,
-                kind: catalog::sqe_sync_kind(sqe_type),
+                kind: self.chip.sqe_sync_kind(sqe_type),
                 event: args.handle,
                 api_name,
             }),
@@ -965,7 +1005,7 @@ impl Activity {
             tid: info.tid,
             device_id: key.device_id,
             stream_id: u32::from(key.stream_id),
-            task_id: u32::from(key.task_id),
+            task_id: key.task_id,
             submit_ns: info.submit_ns,
             ..Default::default()
         };
@@ -1004,9 +1044,9 @@ impl Activity {
 /// The table a task belongs in: a collective's tasks (notifies, transfers) are the
 /// collective; otherwise a synchronization task is one whatever call submitted it (a flip
 /// task inside a launch); other tasks take their kind from the call, which knows more than
-/// the SQE type, or from the SQE type when no call is known.
-fn task_kind(sqe_type: u8, context: Option<&TaskContext>) -> Option<TaskKind> {
-    let by_sqe = catalog::sqe_task_kind(sqe_type).map(|(kind, _)| kind);
+/// the SQE type (as `chip` numbers them), or from the SQE type when no call is known.
+fn task_kind(chip: &ChipLayout, sqe_type: u8, context: Option<&TaskContext>) -> Option<TaskKind> {
+    let by_sqe = chip.sqe_task_kind(sqe_type).map(|(kind, _)| kind);
     match (context.map(|c| c.kind), by_sqe) {
         (Some(TaskKind::Collective), _) => Some(TaskKind::Collective),
         // A model runs tasks of every kind: each is what its SQE says.
@@ -1110,7 +1150,7 @@ mod tests {
 
     use crate::soclog::{SocBatch, SocEdge, SocRecord};
 
-    fn submit(device: u32, stream: u16, task: u16, correlation_id: u64, ts: u64) -> TaskSubmit {
+    fn submit(device: u32, stream: u16, task: u32, correlation_id: u64, ts: u64) -> TaskSubmit {
         TaskSubmit {
             header: RecordHeader::new(RecordKind::TaskSubmit, 0, 0, 100, 101, ts),
             info: TaskInfo {
@@ -1129,7 +1169,7 @@ mod tests {
         }
     }
 
-    fn batch(device: u32, read_ns: u64, records: &[(SocEdge, u16, u16, u64)]) -> SocBatch {
+    fn batch(device: u32, read_ns: u64, records: &[(SocEdge, u16, u32, u64)]) -> SocBatch {
         SocBatch {
             device,
             read_ns,
@@ -1217,6 +1257,60 @@ mod tests {
             (2, 1)
         );
         assert_eq!(stats.missing_completions, 0);
+    }
+
+    /// On a 950 (STARS v2) tasks are named by the process's 32-bit task serial number and no
+    /// stream: records join by it, a completion entry's error (which carries the id's low 16
+    /// bits only) reaches its task, and SQE types are v2's (6 a notify record, 1 an AI Vector
+    /// kernel).
+    #[test]
+    fn a_950_joins_32_bit_task_ids_and_reads_v2_sqe_types() {
+        let mut a = Activity::new(&catalog::CHIP_950);
+        a.soc_log_started(0, 0);
+        a.call_entered(launch(), 100, 7, ApiArgs::default());
+        let mut vector = submit(0, 0, 0x1_0005, 7, 1_000);
+        vector.info.sqe_type = 1;
+        a.submitted(&vector);
+        let mut record = submit(0, 0, 0x2_0006, 0, 1_100);
+        record.info.sqe_type = 6;
+        a.submitted(&record);
+        a.soc_batch(&batch(
+            0,
+            5_000,
+            &[
+                (SocEdge::Begin, 0, 0x1_0005, 40),
+                (SocEdge::End, 0, 0x1_0005, 50),
+                (SocEdge::Begin, 0, 0x2_0006, 60),
+                (SocEdge::End, 0, 0x2_0006, 61),
+            ],
+        ));
+        let mut failed = TaskComplete::default();
+        (failed.device_id, failed.task_id, failed.status) = (0, 0x0005, 507_015);
+        a.completed(&failed);
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let kernels: Vec<_> = out
+            .kernels
+            .iter()
+            .map(|k| {
+                (
+                    k.task.stream_id,
+                    k.task.task_id,
+                    k.kernel_type,
+                    k.task.status,
+                )
+            })
+            .collect();
+        assert_eq!(
+            kernels,
+            [(0, 0x1_0005, KernelType::AiVector, Some(507_015))]
+        );
+        let syncs: Vec<_> = out.syncs.iter().map(|r| (r.task.task_id, r.kind)).collect();
+        assert_eq!(
+            syncs,
+            [(0x2_0006, tracer_schema::vocab::SyncKind::NotifyRecord)]
+        );
+        assert_eq!(a.stats().channel_records_unmatched, 0);
     }
 
     /// Records read before a task was submitted belong to an earlier task with the same

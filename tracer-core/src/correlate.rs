@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader, TaskInfo, TaskKey};
 
-use tracer_catalog::{self as catalog, ProbeDef, Role, Text};
+use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, Role, Text};
 use tracer_schema::{
     rows::{ApiRow, MarkerRow},
     session::CorrelateStats,
@@ -116,15 +116,16 @@ pub struct Correlator {
     stats: CorrelateStats,
 }
 
-/// A correlator that names no address it was not told about.
+/// A correlator that names no address it was not told about, of a 910B's tasks.
 impl Default for Correlator {
     fn default() -> Self {
-        Self::new(Box::new(()))
+        Self::new(Box::new(()), catalog::DEFAULT_CHIP)
     }
 }
 
 impl Correlator {
-    pub fn new(symbolizer: Box<dyn Symbolize + Send>) -> Self {
+    /// A correlator of the tasks of `chip` (its SQE types and completion entries).
+    pub fn new(symbolizer: Box<dyn Symbolize + Send>, chip: &'static ChipLayout) -> Self {
         Self {
             open: HashMap::new(),
             kernels: HashMap::new(),
@@ -133,7 +134,7 @@ impl Correlator {
             mstx_domains: HashMap::new(),
             ranges: HashMap::new(),
             symbolizer,
-            activity: Activity::default(),
+            activity: Activity::new(chip),
             output: Output::default(),
             stats: CorrelateStats::default(),
         }

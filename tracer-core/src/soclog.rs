@@ -1,10 +1,11 @@
-//! The driver profiling channel's device-side task records (`StarsSocLog`), as a reader
-//! gets them from `prof_channel_read`: a byte stream of fixed-size records in which a
-//! read may end inside a record. [`SocLogReader`] carries the partial record over to the
-//! next read, as msPTI's channel reader does.
+//! The driver profiling channel's device-side task records (`StarsSocLog` on STARS v100,
+//! `StarsSocLogV6` on v2, laid out as the chip's [`SocLogLayout`] says), as a reader gets
+//! them from `prof_channel_read`: a byte stream of fixed-size records in which a read may
+//! end inside a record. [`SocLogReader`] carries the partial record over to the next read,
+//! as msPTI's channel reader does.
 use std::collections::HashMap;
 
-use tracer_catalog::{SOC_FUNC_BEGIN, SOC_FUNC_END, SOC_LOG, soc_log_ids};
+use tracer_catalog::{SOC_FUNC_BEGIN, SOC_FUNC_END, SocLogIds, SocLogLayout, soc_log_ids};
 use tracer_common::{CHANNEL_CHUNK, ChannelData};
 
 /// Whether a record marks a task's start or its end.
@@ -18,8 +19,9 @@ pub enum SocEdge {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SocRecord {
     pub edge: SocEdge,
+    /// 0 when the record names no stream (`StarsSocLogV6`).
     pub stream_id: u16,
-    pub task_id: u16,
+    pub task_id: u32,
     /// Device system counter.
     pub cnt: u64,
 }
@@ -34,21 +36,32 @@ pub struct SocBatch {
 }
 
 /// Splits one device's channel byte stream into records.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SocLogReader {
+    layout: SocLogLayout,
     partial: Vec<u8>,
     /// Records of other function types (FFTS+ subtasks), skipped.
     pub skipped: u64,
 }
 
 impl SocLogReader {
+    /// A reader of records laid out as `layout` says.
+    pub fn new(layout: SocLogLayout) -> Self {
+        Self {
+            layout,
+            partial: Vec::new(),
+            skipped: 0,
+        }
+    }
+
     /// The complete records in `partial ++ bytes`; keeps the tail of an incomplete one.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<SocRecord> {
         self.partial.extend_from_slice(bytes);
-        let whole = self.partial.len() / SOC_LOG.record_size * SOC_LOG.record_size;
-        let mut records = Vec::with_capacity(whole / SOC_LOG.record_size);
-        for raw in self.partial[..whole].chunks_exact(SOC_LOG.record_size) {
-            match parse(raw) {
+        let size = self.layout.record_size.max(1);
+        let whole = self.partial.len() / size * size;
+        let mut records = Vec::with_capacity(whole / size);
+        for raw in self.partial[..whole].chunks_exact(size) {
+            match parse(&self.layout, raw) {
                 Some(record) => records.push(record),
                 None => self.skipped += 1,
             }
@@ -66,19 +79,28 @@ impl SocLogReader {
 /// What other profilers read from the channels they own, copied by the BPF programs
 /// (passive mode): each reader's byte stream of each device is split on its own, since a
 /// read may end inside a record.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PassiveChannels {
+    layout: SocLogLayout,
     readers: HashMap<(u32, u32), SocLogReader>,
 }
 
 impl PassiveChannels {
+    /// Channels whose records are laid out as `layout` says.
+    pub fn new(layout: SocLogLayout) -> Self {
+        Self {
+            layout,
+            readers: HashMap::new(),
+        }
+    }
+
     /// The complete records of a piece of a read (pieces of one read arrive in order).
     pub fn push(&mut self, piece: &ChannelData) -> SocBatch {
         let len = (piece.len as usize).min(CHANNEL_CHUNK);
         let reader = self
             .readers
             .entry((piece.header.pid, piece.device_id))
-            .or_default();
+            .or_insert_with(|| SocLogReader::new(self.layout));
         SocBatch {
             device: piece.device_id,
             read_ns: piece.header.ts_ns,
@@ -88,26 +110,34 @@ impl PassiveChannels {
 }
 
 /// A begin or end record; None for the other function types.
-fn parse(raw: &[u8]) -> Option<SocRecord> {
+fn parse(layout: &SocLogLayout, raw: &[u8]) -> Option<SocRecord> {
     let u16_at = |at: usize| Some(u16::from_le_bytes(raw.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(raw.get(at..at + 4)?.try_into().ok()?));
     let u64_at = |at: usize| Some(u64::from_le_bytes(raw.get(at..at + 8)?.try_into().ok()?));
-    let edge = match (u16_at(SOC_LOG.func_type)? & 0x3f) as u8 {
+    let edge = match (u16_at(layout.func_type)? & 0x3f) as u8 {
         SOC_FUNC_BEGIN => SocEdge::Begin,
         SOC_FUNC_END => SocEdge::End,
         _ => return None,
     };
-    let (stream_id, task_id) = soc_log_ids(u16_at(SOC_LOG.stream_id)?, u16_at(SOC_LOG.task_id)?);
+    let (stream_id, task_id) = match layout.ids {
+        SocLogIds::Encoded { stream_id, task_id } => {
+            let (stream, task) = soc_log_ids(u16_at(stream_id)?, u16_at(task_id)?);
+            (stream, u32::from(task))
+        }
+        SocLogIds::Task32 { task_id } => (0, u32_at(task_id)?),
+    };
     Some(SocRecord {
         edge,
         stream_id,
         task_id,
-        cnt: u64_at(SOC_LOG.timestamp)?,
+        cnt: u64_at(layout.timestamp)?,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tracer_catalog::{CHIP_910B, CHIP_950};
 
     fn record(func: u16, stream: u16, task: u16, cnt: u64) -> [u8; 64] {
         let mut raw = [0u8; 64];
@@ -124,7 +154,7 @@ mod tests {
         bytes.extend(record(0, 3, 9, 100));
         bytes.extend(record(1, 3, 9, 150));
         bytes.extend(record(0x22, 3, 9, 160)); // an FFTS+ subtask record: skipped
-        let mut reader = SocLogReader::default();
+        let mut reader = SocLogReader::new(CHIP_910B.soc_log);
         let first = reader.push(&bytes[..100]);
         assert_eq!(first.len(), 1);
         assert_eq!(reader.pending_bytes(), 36);
@@ -166,7 +196,7 @@ mod tests {
     #[test]
     fn passive_reads_are_split_per_reader_and_device() {
         let (a, b) = (record(0, 1, 2, 10), record(1, 4, 5, 20));
-        let mut channels = PassiveChannels::default();
+        let mut channels = PassiveChannels::new(CHIP_910B.soc_log);
         assert!(channels.push(&piece(7, 0, &a[..40])).records.is_empty());
         assert!(channels.push(&piece(8, 0, &b[..10])).records.is_empty());
         assert!(channels.push(&piece(7, 1, &b[..30])).records.is_empty());
@@ -180,10 +210,51 @@ mod tests {
     #[test]
     fn encoded_ids_decode_as_mspti_does() {
         // Bit 12: the task's top three bits ride in the stream field.
-        let r = parse(&record(0, (1 << 12) | 0xe000 | 7, 0x1234, 1)).unwrap();
+        let v100 = &CHIP_910B.soc_log;
+        let r = parse(v100, &record(0, (1 << 12) | 0xe000 | 7, 0x1234, 1)).unwrap();
         assert_eq!((r.stream_id, r.task_id), (7, 0xf234));
         // Bit 13: the low 12 bits of stream and task are swapped.
-        let r = parse(&record(1, (1 << 13) | 0x0abc, 0x5007, 1)).unwrap();
+        let r = parse(v100, &record(1, (1 << 13) | 0x0abc, 0x5007, 1)).unwrap();
         assert_eq!((r.stream_id, r.task_id), (7, 0x5abc));
+    }
+
+    /// A 950 `StarsSocLogV6` record (msPTI channel_data.h): funcType:6 | cnt:4 | taskType:6
+    /// @0, u32 taskId @4, u64 timestamp @8, accId:6 | acsqId:10 @18, 32 bytes.
+    fn record_v6(func: u16, task: u32, cnt: u64) -> [u8; 32] {
+        let mut raw = [0u8; 32];
+        raw[0..2].copy_from_slice(&(func | (6 << 10)).to_le_bytes());
+        raw[4..8].copy_from_slice(&task.to_le_bytes());
+        raw[8..16].copy_from_slice(&cnt.to_le_bytes());
+        raw[18..20].copy_from_slice(&(9u16 << 6).to_le_bytes());
+        raw
+    }
+
+    /// 950 records: 32 bytes, the 32-bit task id as it is, no stream (0), split across
+    /// reads like any other.
+    #[test]
+    fn v6_records_carry_a_32_bit_task_id_and_no_stream() {
+        let mut bytes = Vec::new();
+        bytes.extend(record_v6(0, 0x7fff_fffe, 100));
+        bytes.extend(record_v6(1, 0x7fff_fffe, 150));
+        bytes.extend(record_v6(0x22, 3, 160));
+        let mut reader = SocLogReader::new(CHIP_950.soc_log);
+        let first = reader.push(&bytes[..40]);
+        assert_eq!(
+            first,
+            [SocRecord {
+                edge: SocEdge::Begin,
+                stream_id: 0,
+                task_id: 0x7fff_fffe,
+                cnt: 100
+            }]
+        );
+        assert_eq!(reader.pending_bytes(), 8);
+        let rest = reader.push(&bytes[40..]);
+        assert_eq!(rest.len(), 1);
+        assert_eq!(
+            (rest[0].edge, rest[0].task_id, rest[0].cnt),
+            (SocEdge::End, 0x7fff_fffe, 150)
+        );
+        assert_eq!((reader.skipped, reader.pending_bytes()), (1, 0));
     }
 }

@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_TARGETS, MAX_TASKS, MAX_THREADS, ProbeSpec,
-    TaskInfo, TaskKey, ThreadState,
+    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_TARGETS, MAX_TASKS, MAX_THREADS, PendingTask,
+    ProbeSpec, TaskKey, ThreadState,
 };
 
 /// Records to the agent. The agent may resize it before load.
@@ -29,13 +29,14 @@ pub(crate) static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARG
 #[map]
 pub(crate) static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
 
-/// Offsets of the driver's SQ/CQ structures (index 0), from the probe catalog.
+/// Offsets of the driver's SQ/CQ structures (index 0), from the probe catalog's description
+/// of the chip the driver reports.
 #[map]
 pub(crate) static LAYOUT: Array<DeviceLayout> = Array::with_max_entries(1, 0);
 
 /// Submitted device tasks awaiting their completion.
 #[map]
-pub(crate) static TASKS: HashMap<TaskKey, TaskInfo> = HashMap::with_max_entries(MAX_TASKS, 0);
+pub(crate) static TASKS: HashMap<TaskKey, PendingTask> = HashMap::with_max_entries(MAX_TASKS, 0);
 
 /// Per-CPU loss counters indexed by [`DropKind`]; the kernel does not count ring-buffer loss.
 #[map]

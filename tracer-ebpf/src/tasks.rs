@@ -2,10 +2,14 @@
 //! the API call that produced the task, so its SQE headers are keyed (process, device,
 //! stream, task) to the outermost call in flight; `halCqReportRecv` returns CQEs on the
 //! runtime's report thread, each of which finds its submission by the same key.
-//! Field offsets come from the catalog's layout description (`LAYOUT`).
+//! Field offsets and sizes come from the catalog's layout description of the chip (`LAYOUT`):
+//! a STARS v2 header has a 32-bit task id and no stream id (its stream mask is 0: the stream
+//! is 0 on both sides), and its CQE only the task id's low 16 bits (the key keeps those).
+//! Sizes and absent fields are masks, not branches: the verifier walks every SQE of a
+//! 256-SQE batch, and a branch per SQE multiplies its work.
 use tracer_common::{
-    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_FILL_SQES, MAX_SQES, RecordHeader, RecordKind,
-    SQE_TYPE_MASK, TASK_FILLED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
+    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_FILL_SQES, MAX_SQES, PendingTask, RecordHeader,
+    RecordKind, SQE_TYPE_MASK, TASK_FILLED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
 use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, read, submit_flags};
@@ -83,6 +87,7 @@ struct Sqes {
 #[inline(always)]
 fn on_sqes(l: &DeviceLayout, sent: &Sqes, tgid: u32, tid: u32, ts_ns: u64) {
     let correlation_id = outermost_call(tid);
+    let (task_mask, key_mask) = (l.sqe_task_mask(), l.task_key_mask());
     for i in 0..MAX_FILL_SQES {
         if i >= sent.count {
             break;
@@ -92,65 +97,57 @@ fn on_sqes(l: &DeviceLayout, sent: &Sqes, tgid: u32, tid: u32, ts_ns: u64) {
             read::<u8>(sqe, l.sqe_type),
             read::<u16>(sqe, l.sqe_block_dim),
             read::<u16>(sqe, l.sqe_stream),
-            read::<u16>(sqe, l.sqe_task),
+            read::<u32>(sqe, l.sqe_task),
         ) else {
             count_drop(DropKind::SqeRead);
             return;
         };
-        let stream_id = stream_id & l.stream_mask;
-        let info = TaskInfo {
-            correlation_id,
-            submit_ns: ts_ns,
-            tid,
-            block_dim,
-            sqe_type: ty & SQE_TYPE_MASK,
-            flags: sent.flags,
+        let (stream_id, task_id) = (stream_id & l.sqe_stream_mask, task_id & task_mask);
+        let pending = PendingTask {
+            info: TaskInfo {
+                correlation_id,
+                submit_ns: ts_ns,
+                tid,
+                block_dim,
+                sqe_type: ty & SQE_TYPE_MASK,
+                flags: sent.flags,
+            },
+            task_id,
+            _pad: 0,
         };
         let wr_cqe = read::<u8>(sqe, l.sqe_wr_cqe_byte)
             .is_some_and(|b| u16::from(b) & l.sqe_wr_cqe_mask != 0);
         // Only a task that writes a completion entry waits for one (not a model's task
         // loaded to run later). Replaces a stale entry left by a task id that wrapped.
-        let key = TaskKey::new(tgid, sent.device_id, stream_id, task_id);
-        if wr_cqe && sent.flags == 0 && TASKS.insert(key, info, 0).is_err() {
+        let key = TaskKey::new(tgid, sent.device_id, stream_id, task_id & key_mask);
+        if wr_cqe && sent.flags == 0 && TASKS.insert(key, pending, 0).is_err() {
             count_drop(DropKind::TaskMapFull);
         }
-        emit_submit(
-            info,
-            sent.device_id,
-            sent.sq_id,
-            stream_id,
-            task_id,
-            tgid,
-            ts_ns,
-        );
+        emit_submit(&pending, sent, stream_id, tgid, ts_ns);
     }
 }
 
 /// Hands a submission to the agent, which joins it with the device's profiling-channel
 /// records (they name no process).
 #[inline(always)]
-fn emit_submit(
-    info: TaskInfo,
-    device_id: u32,
-    sq_id: u32,
-    stream_id: u16,
-    task_id: u16,
-    tgid: u32,
-    ts_ns: u64,
-) {
+fn emit_submit(pending: &PendingTask, sent: &Sqes, stream_id: u16, tgid: u32, ts_ns: u64) {
     let Some(mut entry) = EVENTS.reserve::<TaskSubmit>(0) else {
         count_drop(DropKind::TaskSubmit);
         return;
     };
-    entry.write(TaskSubmit {
-        header: RecordHeader::new(RecordKind::TaskSubmit, 0, 0, tgid, info.tid, ts_ns),
-        info,
-        device_id,
-        sq_id,
-        stream_id,
-        task_id,
-        _pad: 0,
-    });
+    let rec = entry.as_mut_ptr();
+    // SAFETY: `rec` points at reserved ring-buffer memory of the right size; every field
+    // is written, padding included, before it is submitted.
+    unsafe {
+        (*rec).header =
+            RecordHeader::new(RecordKind::TaskSubmit, 0, 0, tgid, pending.info.tid, ts_ns);
+        (*rec).info = pending.info;
+        (*rec).device_id = sent.device_id;
+        (*rec).sq_id = sent.sq_id;
+        (*rec).task_id = pending.task_id;
+        (*rec).stream_id = stream_id;
+        (*rec)._pad = 0;
+    }
     entry.submit(submit_flags());
 }
 
@@ -178,34 +175,42 @@ pub(crate) fn on_cq_recv(info: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: 
 #[inline(always)]
 fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u32, ts_ns: u64) {
     let (Some(stream_id), Some(task_id)) =
-        (read::<u16>(cqe, l.cqe_stream), read::<u16>(cqe, l.cqe_task))
+        (read::<u16>(cqe, l.cqe_stream), read::<u32>(cqe, l.cqe_task))
     else {
         count_drop(DropKind::CqeRead);
         return;
     };
-    let stream_id = stream_id & l.stream_mask;
-    let key = TaskKey::new(tgid, device_id, stream_id, task_id);
-    // SAFETY: map value pointer valid for this program run.
-    let info = TASKS
-        .get_ptr(key)
-        .map(|p| unsafe { *p })
-        .unwrap_or_default();
-    let _ = TASKS.remove(key);
+    let (stream_id, task_id) = (stream_id & l.cqe_stream_mask, task_id & l.cqe_task_mask());
+    let key = TaskKey::new(tgid, device_id, stream_id, task_id & l.task_key_mask());
     let Some(mut entry) = EVENTS.reserve::<TaskComplete>(0) else {
         count_drop(DropKind::TaskComplete);
+        let _ = TASKS.remove(key);
         return;
     };
-    entry.write(TaskComplete {
-        header: RecordHeader::new(RecordKind::TaskComplete, 0, 0, tgid, tid, ts_ns),
-        info,
-        start_cnt: 0,
-        end_cnt: read::<u64>(cqe, l.cqe_end_cnt).unwrap_or(0),
-        device_id,
-        status: read::<u32>(cqe, l.cqe_status).unwrap_or(0),
-        stream_id,
-        task_id,
-        sqe_type: read::<u8>(cqe, l.cqe_sqe_type).unwrap_or(0),
-        _pad: [0; 3],
-    });
+    let rec = entry.as_mut_ptr();
+    // SAFETY: `rec` points at reserved ring-buffer memory of the right size; every field
+    // is written, padding included, before it is submitted. The `TASKS` value pointer is
+    // valid for this program run and read before its entry is removed.
+    unsafe {
+        (*rec).header = RecordHeader::new(RecordKind::TaskComplete, 0, 0, tgid, tid, ts_ns);
+        match TASKS.get_ptr(key) {
+            Some(pending) => {
+                (*rec).info = (*pending).info;
+                (*rec).task_id = (*pending).task_id;
+            }
+            None => {
+                (*rec).info = TaskInfo::default();
+                (*rec).task_id = task_id;
+            }
+        }
+        (*rec).start_cnt = 0;
+        (*rec).end_cnt = read::<u64>(cqe, l.cqe_end_cnt).unwrap_or(0);
+        (*rec).device_id = device_id;
+        (*rec).status = read::<u32>(cqe, l.cqe_status).unwrap_or(0);
+        (*rec).stream_id = stream_id;
+        (*rec).sqe_type = read::<u8>(cqe, l.cqe_sqe_type).unwrap_or(0);
+        (*rec)._pad = 0;
+    }
+    let _ = TASKS.remove(key);
     entry.submit(submit_flags());
 }

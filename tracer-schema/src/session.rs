@@ -123,6 +123,19 @@ pub struct ClockSummary {
     pub ignored: u64,
 }
 
+/// The NPU chip whose device path the agent read (`chip` in session.json).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChipSummary {
+    /// The layout the device path was read with: `910B` (STARS v100) or `950` (STARS v2).
+    pub layout: String,
+    /// The chip id the driver reported (bits 8-15 of `halGetDeviceInfo(INFO_TYPE_VERSION)`);
+    /// null when it could not be asked.
+    pub id: Option<u32>,
+    /// Why `layout` is the default rather than the reported chip's (an unknown chip id, no
+    /// answer from the driver); null when the chip is known.
+    pub fallback: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
     /// [`SCHEMA_VERSION`] of the writer.
@@ -154,6 +167,10 @@ pub struct Session {
     /// Per device the driver lists: where its task times come from, `profiling_channel`
     /// (channel 50's begin/end records) or `completion_queue: <why not the channel>`.
     pub device_time_sources: BTreeMap<u32, String>,
+    /// The chip the device path was read as; absent in sessions written before it was
+    /// recorded.
+    #[serde(default)]
+    pub chip: Option<ChipSummary>,
     /// Rows written, per table.
     pub rows: BTreeMap<String, u64>,
     pub files: u64,

@@ -490,9 +490,9 @@ impl Generator {
             device_id: device,
             status: 0,
             stream_id: stream,
-            task_id: *task_id,
+            task_id: u32::from(*task_id),
             sqe_type,
-            _pad: [0; 3],
+            _pad: 0,
         };
         self.tasks.push_back(PendingTask {
             at_ns: end + 2_000,

@@ -88,6 +88,7 @@ pub fn sim_command(prog: &str, truth: &Path) -> Command {
         "NPU_SIM_FAIL_API",
         "NPU_SIM_FAULT_KERNEL",
         "NPU_SIM_TASK_ID_START",
+        "NPU_SIM_TASK_SN_START",
         "NPU_SIM_STRAGGLER_MS",
         "NPU_SIM_PROF_BUF_BYTES",
         "NPU_SIM_CHIP",

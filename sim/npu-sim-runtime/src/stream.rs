@@ -110,10 +110,13 @@ fn track_prof() -> bool {
 }
 
 /// The next task serial number of this process (v2 headers; RT `Runtime::AllocTaskSn`:
-/// a process-wide counter, `& 0x7FFFFFFF`).
+/// a process-wide counter, `& 0x7FFFFFFF`). The counter starts at `NPU_SIM_TASK_SN_START`
+/// (default 0), so a test can reach ids above 16 bits and the 31-bit wrap quickly.
 fn next_task_sn() -> u32 {
+    static START: OnceLock<u32> = OnceLock::new();
     static SN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    SN.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0x7FFF_FFFF
+    let start = *START.get_or_init(|| npu_sim_common::env::parse("NPU_SIM_TASK_SN_START", 0u32));
+    start.wrapping_add(SN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) & 0x7FFF_FFFF
 }
 
 /// The task id after `last`: `(last + 1) % 0xFFFF`, 0 after "none" (RT task_submit.cc).
