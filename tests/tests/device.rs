@@ -6,7 +6,7 @@ use serde_json::Value;
 use tests::{
     Row,
     device::{assert_aligned, assert_timed_by_channel, check_tasks, truth_tasks},
-    record, sim_bin,
+    read_truth, record, record_with, sim_bin,
 };
 
 fn args(list: &[&str]) -> Vec<String> {
@@ -128,6 +128,46 @@ fn graph_runs_are_rows_of_their_execute_calls() {
     );
     assert_aligned("graph", check_tasks(&recording));
     assert_timed_by_channel(&recording);
+}
+
+/// A channel buffer too small for the device's records (the agent starts its channel with
+/// `NPU_SIM_PROF_BUF_BYTES` of 32 records) overflows between reads: the agent says exactly
+/// how many records were lost, as the driver counted them.
+#[test]
+fn a_full_channel_buffer_loses_records_and_says_how_many() {
+    let recording = record_with(
+        "device-overflow",
+        &[("NPU_SIM_PROF_BUF_BYTES", "2048")],
+        &[],
+        &args(&[
+            &sim_bin("npu-sim-app"),
+            "burst",
+            "--launches",
+            "1500",
+            "--threads",
+            "2",
+        ]),
+    );
+    let lost: u64 = read_truth(&recording.truth)
+        .into_values()
+        .flatten()
+        .filter(|l| l["type"] == "prof")
+        .map(|l| l["lost"].as_u64().unwrap())
+        .sum();
+    assert!(lost > 0, "the buffer overflowed");
+    let session = recording.session();
+    assert_eq!(
+        session.activity.channel_records_lost, lost,
+        "{:?}",
+        session.activity
+    );
+    let critical = recording.table("critical_event");
+    assert!(
+        critical
+            .iter()
+            .any(|c| c["kind"] == "channel_records_lost" && c["count"] == lost),
+        "{critical:?}"
+    );
 }
 
 #[test]

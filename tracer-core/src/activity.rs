@@ -536,14 +536,20 @@ impl Activity {
     /// seen the constraints around it.
     fn timed_by_channel(&mut self, key: DeviceTaskKey, submitted: Submitted, records: Unmatched) {
         let (device_id, stream_id, task_id) = key;
-        let (Some(begin), Some(end)) = (submitted.begin_cnt.or(records.begin_cnt), records.end_cnt)
-        else {
+        let begin = submitted.begin_cnt.or(records.begin_cnt);
+        let Some(end) = records.end_cnt else {
             // Only the begin was early: wait for the end.
             let mut waiting = submitted;
-            waiting.begin_cnt = waiting.begin_cnt.or(records.begin_cnt);
+            waiting.begin_cnt = begin;
             self.submitted.insert(key, waiting);
             return;
         };
+        // A task's begin record precedes its end on the device: an end without one means
+        // the begin was lost (a full channel buffer). The task keeps its end time.
+        let begin = begin.unwrap_or_else(|| {
+            self.stats.channel_records_lost += 1;
+            0
+        });
         let done = TaskComplete {
             header: RecordHeader::new(
                 RecordKind::TaskComplete,
@@ -728,6 +734,12 @@ impl Activity {
         }
         self.tasks_lost(missing, now_ns);
         // Channel-timed tasks whose end record never came.
+        // Each lacks its end record, and its begin too if none came.
+        self.stats.channel_records_lost += self
+            .submitted
+            .values()
+            .map(|s| if s.begin_cnt.is_some() { 1 } else { 2 })
+            .sum::<u64>();
         let mut waiting: Vec<(TaskKey, TaskInfo)> = self
             .submitted
             .drain()
@@ -736,6 +748,19 @@ impl Activity {
         waiting.sort_by_key(|(_, info)| info.submit_ns);
         for (key, info) in &waiting {
             self.missing_completion(key, info, now_ns);
+        }
+        if self.stats.channel_records_lost > 0 {
+            let lost = self.stats.channel_records_lost;
+            self.critical(
+                now_ns,
+                EventKind::ChannelRecordsLost,
+                Severity::Warning,
+                lost,
+                format!(
+                    "{lost} begin or end records of traced tasks never came from the profiling \
+                     channel (a full channel buffer, or tasks that had not ended)"
+                ),
+            );
         }
         let mut open: Vec<(u64, TaskKind)> = self.spans.keys().copied().collect();
         open.sort_unstable_by_key(|&(correlation_id, _)| correlation_id);
@@ -1343,6 +1368,37 @@ mod tests {
         assert_eq!(
             (stats.tasks_from_channel, stats.channel_records_unmatched),
             (1, 1)
+        );
+    }
+
+    /// Records lost to a full channel buffer are counted: an end without its begin keeps
+    /// the end time (one lost), a submission that got nothing is missing (two lost).
+    #[test]
+    fn lost_channel_records_are_counted() {
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        a.submitted(&submit(0, 3, 10, 0, 1_000));
+        a.submitted(&submit(0, 3, 11, 0, 1_100));
+        a.soc_batch(&batch(0, 5_000, &[(SocEdge::End, 3, 10, 50)]));
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let times: Vec<_> = out
+            .kernels
+            .iter()
+            .map(|k| {
+                (
+                    k.task.task_id,
+                    k.task.device_start_cnt,
+                    k.task.device_end_cnt,
+                )
+            })
+            .collect();
+        assert_eq!(times, [(10, None, Some(50)), (11, None, None)]);
+        assert_eq!(a.stats().channel_records_lost, 3);
+        assert!(
+            out.critical
+                .iter()
+                .any(|c| c.kind == EventKind::ChannelRecordsLost && c.count == 3)
         );
     }
 

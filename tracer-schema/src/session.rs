@@ -83,6 +83,11 @@ pub struct ActivityStats {
     pub tasks_without_api: u64,
     pub device_errors: u64,
     pub missing_completions: u64,
+    /// Begin and end records of traced tasks that never arrived from the profiling channel:
+    /// lost to a full channel buffer, or never produced (the process exited, tracing
+    /// stopped, before the task ended).
+    #[serde(default)]
+    pub channel_records_lost: u64,
 }
 
 /// How a device clock model was obtained.

@@ -59,6 +59,10 @@ vocabulary! {
         /// A device's task times do not come from the profiling channel (the message says
         /// why: another profiler owns it, the driver lacks it).
         DeviceTimeSource = "device_time_source",
+        /// Begin or end records of traced tasks that never arrived from a device's
+        /// profiling channel (its buffer overflowed, or the task never ran to its end while
+        /// traced); `count` says how many.
+        ChannelRecordsLost = "channel_records_lost",
     }
 }
 
