@@ -198,6 +198,47 @@ impl Driver {
                 exit_ns,
             })
     }
+
+    /// msPTI's sample (Ascend/mspti `csrc/common/context_manager.cpp` `InitDevTimeInfo`):
+    /// the counter between two CLOCK_REALTIME reads, carried to CLOCK_MONOTONIC through a
+    /// REALTIME-MONOTONIC offset bracketed just before. It can only be wider than
+    /// [`Driver::sample`] (the offset's own uncertainty adds to it) and a REALTIME step (NTP)
+    /// between the reads makes the offset and the bracket disagree, so such a sample is
+    /// dropped; the clock model takes it as one more bound.
+    pub fn realtime_sample(&self, device: u32) -> Option<ClockReading> {
+        let mono_before = clock_ns(libc::CLOCK_MONOTONIC);
+        let real_at = clock_ns(libc::CLOCK_REALTIME);
+        let mono_after = clock_ns(libc::CLOCK_MONOTONIC);
+        let real_enter = clock_ns(libc::CLOCK_REALTIME);
+        let cnt = self.info(device, INFO_TYPE_SYS_COUNT)?;
+        let real_exit = clock_ns(libc::CLOCK_REALTIME);
+        let offset = (mono_before, real_at, mono_after);
+        let (enter_ns, exit_ns) = to_monotonic((real_enter, real_exit), offset)?;
+        Some(ClockReading::Sample {
+            device,
+            cnt: cnt as u64,
+            enter_ns,
+            exit_ns,
+        })
+    }
+}
+
+/// A CLOCK_REALTIME bracket `(enter, exit)` as a CLOCK_MONOTONIC one, through an offset
+/// read as `(monotonic, realtime, monotonic)`: REALTIME - MONOTONIC lies between
+/// `realtime - second monotonic` and `realtime - first monotonic`, so the bracket widens by
+/// that much. None for a bracket that runs backwards (a REALTIME step).
+fn to_monotonic(
+    (enter, exit): (u64, u64),
+    (mono_before, real, mono_after): (u64, u64, u64),
+) -> Option<(u64, u64)> {
+    if exit < enter || mono_after < mono_before {
+        return None;
+    }
+    let (offset_lo, offset_hi) = (
+        real.checked_sub(mono_after)?,
+        real.checked_sub(mono_before)?,
+    );
+    Some((enter.checked_sub(offset_hi)?, exit.checked_sub(offset_lo)?))
 }
 
 /// The chip whose device path the agent reads.
@@ -264,7 +305,8 @@ pub fn spawn_sampler<T: From<ClockReading> + Send + 'static>(
     })
 }
 
-/// Sends a sample (and the frequency, for a new device); false once nobody listens.
+/// Sends a sample of each kind (and the frequency, for a new device); false once nobody
+/// listens.
 fn send_readings<T: From<ClockReading>>(
     driver: &Driver,
     device: u32,
@@ -278,5 +320,25 @@ fn send_readings<T: From<ClockReading>>(
     frequency
         .into_iter()
         .chain(driver.sample(device))
+        .chain(driver.realtime_sample(device))
         .all(|reading| tx.blocking_send(reading.into()).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The monotonic bracket contains the true monotonic time of the read, widened by the
+    /// offset's own uncertainty.
+    #[test]
+    fn a_realtime_bracket_carries_to_monotonic() {
+        // REALTIME = MONOTONIC + 1_000_000; the offset read took 40 ns, the counter read 100.
+        let (mono_before, mono_after) = (5_000, 5_040);
+        let real = 1_005_020;
+        let bracket = to_monotonic((1_006_000, 1_006_100), (mono_before, real, mono_after));
+        assert_eq!(bracket, Some((5_980, 6_120)));
+        let (enter, exit) = bracket.unwrap();
+        assert!(enter <= 6_000 && 6_100 <= exit);
+        assert_eq!(to_monotonic((10, 5), (mono_before, real, mono_after)), None);
+    }
 }
