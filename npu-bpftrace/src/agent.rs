@@ -17,7 +17,6 @@ use anyhow::{Context, Result, bail};
 use aya::maps::{MapData, RingBuf};
 use tokio::{
     io::{Interest, unix::AsyncFd},
-    signal::unix::{SignalKind, signal},
     sync::{mpsc, oneshot, watch},
 };
 use tracer_common::{Config, TaskInfo, TaskKey};
@@ -39,6 +38,7 @@ use crate::{
     driver::{self, Chip, Devices, Driver},
     progress::{ProcessCounter, Progress, StatusLine},
     session::{self, clock_ns},
+    signals::{Caught, StopSignals},
     sink::{
         Sink, SinkStats,
         parquet::{ParquetSink, SinkOptions},
@@ -84,8 +84,13 @@ pub struct TraceOptions {
 pub struct TraceSummary {
     pub out_dir: PathBuf,
     pub session: Session,
-    /// Exit status of the traced command (record mode).
+    /// Exit status of the traced command (record mode), when it exited while traced.
     pub command_status: Option<std::process::ExitStatus>,
+    /// In record mode, the second stop signal that ended the session before the command
+    /// exited (the first was passed on to the command).
+    pub interrupted: Option<Caught>,
+    /// Why the trace is incomplete (rows or session.json that could not be written).
+    pub incomplete: Option<String>,
 }
 
 /// What the correlator receives.
@@ -143,7 +148,11 @@ pub fn trace(opts: TraceOptions) -> Result<TraceSummary> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(run(opts))
+    let summary = runtime.block_on(run(opts));
+    // A command still running (record mode, stopped by a second signal) has a blocking
+    // task waiting for it: do not wait for that.
+    runtime.shutdown_background();
+    summary
 }
 
 /// A few malloc arenas suffice for a handful of threads; each extra arena keeps its own
@@ -230,6 +239,8 @@ fn check_attachable(pid: u32) -> Result<()> {
 }
 
 async fn run(opts: TraceOptions) -> Result<TraceSummary> {
+    // First: from now on a stop signal is a request to finish cleanly, at any stage.
+    let mut signals = StopSignals::install().context("installing the signal handlers")?;
     let mut probes = load_probes(&opts)?;
     let mut child = match &opts.mode {
         Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
@@ -266,16 +277,29 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         child.release()?;
     }
 
-    let command_status = wait_for_stop(&opts, &mut probes, &mut attacher, child, &pipeline).await?;
+    let stopped = wait_for_stop(
+        &opts,
+        &mut probes,
+        &mut attacher,
+        child,
+        &pipeline,
+        &mut signals,
+    )
+    .await?;
+    // Recording stops now: the probes return at once from here on.
+    probes.silence()?;
     session.device_time_sources = pipeline.device_time_sources.clone();
-    let (report, decode_errors) = pipeline.stop(&mut probes).await?;
+    let hurry = stopped.interrupted.is_some();
+    let (report, decode_errors) = pipeline.stop(&mut probes, &mut signals, hurry).await?;
     finish_session(&mut session, &attacher, &probes, report, decode_errors)?;
     session.write(&opts.out_dir)?;
     probes.close();
     Ok(TraceSummary {
         out_dir: opts.out_dir.clone(),
         session,
-        command_status,
+        command_status: stopped.status,
+        interrupted: stopped.interrupted,
+        incomplete: None,
     })
 }
 
@@ -447,14 +471,26 @@ impl Pipeline {
     }
 
     /// Drains the ring buffer, takes a last clock sample, hands the correlator what only
-    /// the kernel maps still know, and waits for it to write everything.
-    async fn stop(self, probes: &mut Probes) -> Result<(ConsumeReport, u64)> {
+    /// the kernel maps still know, and waits for it to write everything. Unless `hurry`,
+    /// it first waits (up to the settle timeout) for the end records of tasks still running
+    /// on the devices; a stop signal meanwhile cuts that wait short.
+    async fn stop(
+        self,
+        probes: &mut Probes,
+        signals: &mut StopSignals,
+        hurry: bool,
+    ) -> Result<(ConsumeReport, u64)> {
         // Tasks submitted until now may still be running: their end records, read by the
         // agent or (passive mode) copied through the ring buffer, may take a while.
         let (settled, wait) = oneshot::channel();
         let now_ns = clock_ns(libc::CLOCK_MONOTONIC);
-        if self.settle.send((now_ns, settled)).await.is_ok() {
-            let _ = tokio::time::timeout(self.settle_timeout, wait).await;
+        if !hurry && self.settle.send((now_ns, settled)).await.is_ok() {
+            tokio::select! {
+                _ = tokio::time::timeout(self.settle_timeout, wait) => {}
+                Ok(caught) = signals.recv() => {
+                    eprintln!("npu-bpftrace: {}: finishing at once", caught.name());
+                }
+            }
         }
         let _ = self.stop.send(true);
         let decode_errors = self.poller.await.context("ring-buffer poller panicked")??;
@@ -566,57 +602,127 @@ fn initial_libraries(opts: &TraceOptions) -> Result<Vec<LibraryFile>> {
     Ok(files)
 }
 
-/// Waits for Ctrl-C, SIGTERM, --duration, the command's exit (record) or the targets' exit
-/// (attach); meanwhile attaches to CANN libraries that processes map later.
+/// Why recording stopped.
+struct Stopped {
+    /// The traced command's exit status (record mode), when it exited.
+    status: Option<std::process::ExitStatus>,
+    /// The second stop signal, which ended a record session before its command exited.
+    interrupted: Option<Caught>,
+}
+
+/// Waits for a stop signal (SIGINT, SIGTERM, SIGHUP), --duration, the command's exit
+/// (record) or the targets' exit (attach); meanwhile attaches to CANN libraries that
+/// processes map later. In record mode the first stop signal goes on to the command and
+/// tracing goes on until it exits; a second one stops at once.
 async fn wait_for_stop(
     opts: &TraceOptions,
     probes: &mut Probes,
     attacher: &mut Attacher,
     child: Option<GatedChild>,
     pipeline: &Pipeline,
-) -> Result<Option<std::process::ExitStatus>> {
+    signals: &mut StopSignals,
+) -> Result<Stopped> {
     let mut status = StatusLine::new();
     let (tx, progress) = (&pipeline.tx, pipeline.progress.as_ref());
-    let stopped = wait_loop(opts, probes, attacher, child, tx, progress, &mut status).await;
+    let waiting = Waiting {
+        opts,
+        tx,
+        progress,
+    };
+    let stopped = waiting
+        .wait(probes, attacher, child, signals, &mut status)
+        .await;
     status.finish();
     stopped
 }
 
-async fn wait_loop(
-    opts: &TraceOptions,
-    probes: &mut Probes,
-    attacher: &mut Attacher,
-    child: Option<GatedChild>,
-    tx: &mpsc::Sender<Input>,
-    progress: &Progress,
-    status: &mut StatusLine,
-) -> Result<Option<std::process::ExitStatus>> {
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut tick = tokio::time::interval(FLUSH_INTERVAL);
-    let mut exited = child.map(GatedChild::wait);
-    loop {
-        tokio::select! {
-            _ = sigint.recv() => return Ok(None),
-            _ = sigterm.recv() => return Ok(None),
-            _ = sleep_until(deadline) => return Ok(None),
-            status = wait_exit(&mut exited) => return Ok(Some(status?)),
-            _ = tick.tick() => {
-                if let Mode::Attach(pids) = &opts.mode
-                    && pids.iter().all(|&pid| !process_alive(pid))
-                {
-                    return Ok(None);
+/// What the wait for the stop reads.
+struct Waiting<'a> {
+    opts: &'a TraceOptions,
+    tx: &'a mpsc::Sender<Input>,
+    progress: &'a Progress,
+}
+
+impl Waiting<'_> {
+    async fn wait(
+        &self,
+        probes: &mut Probes,
+        attacher: &mut Attacher,
+        child: Option<GatedChild>,
+        signals: &mut StopSignals,
+        status: &mut StatusLine,
+    ) -> Result<Stopped> {
+        let stopped = |status, interrupted| Ok(Stopped {
+            status,
+            interrupted,
+        });
+        let deadline = self.opts.duration.map(|d| tokio::time::Instant::now() + d);
+        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        let command = child.as_ref().map(GatedChild::pid);
+        let mut passed_on = false;
+        let mut exited = child.map(GatedChild::wait);
+        loop {
+            tokio::select! {
+                caught = signals.recv() => {
+                    let caught = caught.context("reading signals")?;
+                    match command {
+                        Some(pid) if !passed_on => {
+                            pass_on(caught, pid);
+                            passed_on = true;
+                        }
+                        Some(_) => return stopped(None, Some(caught)),
+                        None => return stopped(None, None),
+                    }
                 }
-                rescan(opts, probes, attacher)?;
-                let lost = probes.drain_tasks(|tgid| !process_alive(tgid))?;
-                if !lost.is_empty() {
-                    let _ = tx.send(Input::Lost(lost)).await;
+                _ = sleep_until(deadline) => return stopped(None, None),
+                status = wait_exit(&mut exited) => return stopped(Some(status?), None),
+                _ = tick.tick() => {
+                    if !self.tick(probes, attacher, status).await? {
+                        return stopped(None, None);
+                    }
                 }
-                status.update(progress, probes.drops()?.iter().sum());
             }
         }
     }
+
+    /// Once a second: new libraries, tasks of exited processes, the status line. False
+    /// once every attach target has exited.
+    async fn tick(
+        &self,
+        probes: &mut Probes,
+        attacher: &mut Attacher,
+        status: &mut StatusLine,
+    ) -> Result<bool> {
+        if let Mode::Attach(pids) = &self.opts.mode
+            && pids.iter().all(|&pid| !process_alive(pid))
+        {
+            return Ok(false);
+        }
+        rescan(self.opts, probes, attacher)?;
+        let lost = probes.drain_tasks(|tgid| !process_alive(tgid))?;
+        if !lost.is_empty() {
+            let _ = self.tx.send(Input::Lost(lost)).await;
+        }
+        status.update(self.progress, probes.drops()?.iter().sum());
+        Ok(true)
+    }
+}
+
+/// Passes the first stop signal on to the traced command, as perf does, unless the terminal
+/// already sent it to the command's process group (Ctrl-C, a hangup): a program that
+/// handles SIGINT must not see one keypress twice.
+fn pass_on(caught: Caught, pid: u32) {
+    // SAFETY: getpgid/getpgrp have no memory preconditions.
+    let same_group = unsafe { libc::getpgid(pid as i32) == libc::getpgrp() };
+    if !(caught.from_terminal && same_group) {
+        // SAFETY: kill(2) of our own child.
+        unsafe { libc::kill(pid as i32, caught.signo) };
+    }
+    eprintln!(
+        "npu-bpftrace: {} passed on to the traced command (pid {pid}); tracing until it exits, \
+         send it again to stop at once",
+        caught.name()
+    );
 }
 
 fn process_alive(pid: u32) -> bool {

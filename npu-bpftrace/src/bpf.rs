@@ -306,12 +306,20 @@ impl Probes {
         }
     }
 
-    /// Makes every probe return at once: filter on, no targets.
-    fn silence(&mut self) -> Result<()> {
-        self.set_config(Config {
-            filter_targets: 1,
-            ..Default::default()
-        })?;
+    /// Makes every probe return at once: filter on, no targets. (Other profilers' reads of
+    /// passive devices' channels are still copied, for the end records stopping waits for.)
+    pub fn silence(&mut self) -> Result<()> {
+        let mut cfg: Array<_, Config> = Array::try_from(map(&mut self.ebpf, "CONFIG")?)?;
+        let config = cfg.get(&0, 0)?;
+        cfg.set(
+            0,
+            Config {
+                filter_targets: 1,
+                follow_children: 0,
+                ..config
+            },
+            0,
+        )?;
         let mut targets: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.ebpf, "TARGETS")?)?;
         let pids: Vec<u32> = targets.keys().filter_map(|k| k.ok()).collect();
         for pid in pids {

@@ -1,6 +1,7 @@
 //! Command-line interface.
 use std::{
     ffi::OsString,
+    os::unix::process::ExitStatusExt,
     path::PathBuf,
     process::ExitCode,
     time::{Duration, SystemTime},
@@ -198,7 +199,14 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Prints the one-line summary; exits like the traced command did.
+/// Exit status when the trace is incomplete: rows or session.json could not be written
+/// (disk full, read-only or failing file system). sysexits' EX_IOERR.
+pub(crate) const EXIT_TRACE_INCOMPLETE: u8 = 74;
+
+/// Prints the one-line summary. The exit status: the traced command's when it failed
+/// (128 + the signal when a signal ended it), 128 + the signal when a second stop signal
+/// ended a `record` session before its command exited, otherwise
+/// [`EXIT_TRACE_INCOMPLETE`] when something could not be written, 0 when all is well.
 fn finish(summary: TraceSummary) -> Result<ExitCode> {
     let s = &summary.session;
     let rows: u64 = s.rows.values().sum();
@@ -210,12 +218,31 @@ fn finish(summary: TraceSummary) -> Result<ExitCode> {
         s.correlation.incomplete_calls,
         summary.out_dir.display()
     );
-    Ok(match summary.command_status {
-        Some(status) if !status.success() => {
-            eprintln!("npu-bpftrace: the traced command exited with {status}");
-            ExitCode::from(status.code().map_or(1, |c| c.clamp(1, 255) as u8))
-        }
-        _ => ExitCode::SUCCESS,
+    if let Some(why) = &summary.incomplete {
+        eprintln!("npu-bpftrace: the trace is incomplete: {why}");
+    }
+    if let Some(caught) = summary.interrupted {
+        eprintln!(
+            "npu-bpftrace: stopped by a second {} before the traced command exited",
+            caught.name()
+        );
+        return Ok(ExitCode::from(caught.exit_code()));
+    }
+    if let Some(status) = summary.command_status
+        && !status.success()
+    {
+        eprintln!("npu-bpftrace: the traced command exited with {status}");
+        let code = match (status.code(), status.signal()) {
+            (Some(code), _) => code.clamp(1, 255) as u8,
+            (None, Some(signal)) => 128u8.saturating_add(signal as u8),
+            (None, None) => 1,
+        };
+        return Ok(ExitCode::from(code));
+    }
+    Ok(if summary.incomplete.is_some() {
+        ExitCode::from(EXIT_TRACE_INCOMPLETE)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -20,6 +20,7 @@ pub mod export;
 pub mod progress;
 pub mod report;
 pub mod session;
+pub mod signals;
 pub mod sink;
 pub mod symbolize;
 pub mod symbols;
