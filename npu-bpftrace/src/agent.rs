@@ -4,7 +4,7 @@ use std::{
     collections::BTreeMap,
     ffi::OsString,
     fs,
-    os::unix::{fs::DirBuilderExt, process::CommandExt},
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     sync::{
         Arc,
@@ -28,7 +28,9 @@ use tracer_core::{
     decode::{Decoded, Record, decode},
     soclog::{PassiveChannels, SocBatch},
 };
-use tracer_schema::session::{ActivityStats, ChipSummary, ClockSummary, CorrelateStats, Session};
+use tracer_schema::session::{
+    ActivityStats, ChipSummary, ClockSummary, CorrelateStats, OutputStats, Session,
+};
 
 use crate::{
     attach::{Attacher, Selection},
@@ -36,6 +38,7 @@ use crate::{
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
     driver::{self, Chip, Devices, Driver},
+    outdir::{Found, OutDir},
     progress::{ProcessCounter, Progress, StatusLine},
     session::{self, clock_ns},
     signals::{Caught, StopSignals},
@@ -141,14 +144,14 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 const PASSIVE_SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn trace(opts: TraceOptions) -> Result<TraceSummary> {
-    preflight(&opts)?;
+    let out = preflight(&opts)?;
     limit_malloc_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let summary = runtime.block_on(run(opts));
+    let summary = runtime.block_on(run(opts, out));
     // A command still running (record mode, stopped by a second signal) has a blocking
     // task waiting for it: do not wait for that.
     runtime.shutdown_background();
@@ -169,34 +172,59 @@ fn release_freed_memory() {
     unsafe { libc::malloc_trim(0) };
 }
 
-/// Clear, early errors for what a user can fix.
-fn preflight(opts: &TraceOptions) -> Result<()> {
+/// Clear, early errors for what a user can fix. Returns the output directory, open.
+fn preflight(opts: &TraceOptions) -> Result<OutDir> {
     ensure_privileged()?;
     if let Mode::Attach(pids) = &opts.mode {
         for &pid in pids {
             check_attachable(pid)?;
         }
     }
-    if opts.out_dir.join("session.json").exists() {
-        bail!(
-            "{} already holds a trace (session.json); choose another --out",
-            opts.out_dir.display()
-        );
+    open_output(&opts.out_dir)
+}
+
+/// Opens (or makes, 0700) the output directory, never through a symbolic link. An existing
+/// directory must belong to the invoking user (the agent runs privileged and must not be
+/// made to write into someone else's tree) and hold no trace yet.
+fn open_output(path: &Path) -> Result<OutDir> {
+    let (dir, found) = OutDir::open_or_create(path)?;
+    if found == Found::Existing {
+        let owner = dir
+            .owner()
+            .with_context(|| format!("stat {}", path.display()))?;
+        if !invoking_users().contains(&owner) {
+            bail!(
+                "{} exists and belongs to uid {owner}, not to you; choose another --out \
+                 (a new directory is made for you)",
+                path.display()
+            );
+        }
+        if dir.contains("session.json") {
+            bail!(
+                "{} already holds a trace (session.json); choose another --out",
+                path.display()
+            );
+        }
     }
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&opts.out_dir)
-        .with_context(|| format!("cannot create output directory {}", opts.out_dir.display()))?;
-    let probe = opts.out_dir.join(".write-test");
-    fs::write(&probe, b"").with_context(|| {
-        format!(
-            "cannot write to output directory {}",
-            opts.out_dir.display()
-        )
-    })?;
-    let _ = fs::remove_file(probe);
-    Ok(())
+    let probe = ".write-test";
+    dir.create_file(probe)
+        .and_then(|_| dir.remove(probe))
+        .with_context(|| format!("cannot write to output directory {}", path.display()))?;
+    Ok(dir)
+}
+
+/// The user ids an existing output directory may belong to: the real uid, and under sudo
+/// the user who ran sudo.
+fn invoking_users() -> Vec<u32> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let mut users = vec![uid];
+    if uid == 0
+        && let Some(sudo) = std::env::var("SUDO_UID").ok().and_then(|u| u.parse().ok())
+    {
+        users.push(sudo);
+    }
+    users
 }
 
 fn ensure_privileged() -> Result<()> {
@@ -238,7 +266,7 @@ fn check_attachable(pid: u32) -> Result<()> {
     Ok(())
 }
 
-async fn run(opts: TraceOptions) -> Result<TraceSummary> {
+async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
     // First: from now on a stop signal is a request to finish cleanly, at any stage.
     let mut signals = StopSignals::install().context("installing the signal handlers")?;
     let mut probes = load_probes(&opts)?;
@@ -256,7 +284,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     }
     let initial = initial_libraries(&opts)?;
     let host = SinkOptions::default().host;
-    let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host.clone()))?;
+    let sink = ParquetSink::create_in(out.try_clone()?, SinkOptions::new(host.clone()))?;
     // The pipeline, with the device profiling channel, starts before any probe: every
     // submission the probes see then falls inside the channel's session, and the probes read
     // SQE headers and completion entries as the chip the driver reports lays them out.
@@ -272,7 +300,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     let mut session = session::start(host, opts.mode.name().into(), targets);
     session.attached = attacher.attached().to_vec();
     session.chip = Some(pipeline.chip.clone());
-    session.write(&opts.out_dir)?;
+    session::write(&session, &out, true)?;
     if let Some(child) = &mut child {
         child.release()?;
     }
@@ -292,15 +320,45 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     let hurry = stopped.interrupted.is_some();
     let (report, decode_errors) = pipeline.stop(&mut probes, &mut signals, hurry).await?;
     finish_session(&mut session, &attacher, &probes, report, decode_errors)?;
-    session.write(&opts.out_dir)?;
+    let incomplete = write_final_session(&session, &mut out);
     probes.close();
     Ok(TraceSummary {
         out_dir: opts.out_dir.clone(),
         session,
         command_status: stopped.status,
         interrupted: stopped.interrupted,
-        incomplete: None,
+        incomplete,
     })
+}
+
+/// Writes the final session.json (into the output directory made again, should it have
+/// been removed). Returns why the trace is incomplete, if it is.
+fn write_final_session(session: &Session, out: &mut OutDir) -> Option<String> {
+    let mut why = Vec::new();
+    let lost = session.output.total_rows_lost();
+    if lost > 0 {
+        why.push(format!(
+            "{lost} rows could not be written ({})",
+            session
+                .output
+                .error
+                .as_deref()
+                .unwrap_or("output directory removed")
+        ));
+    }
+    if out.removed() {
+        match OutDir::open_or_create(out.path()) {
+            Ok((again, _)) => *out = again,
+            Err(e) => why.push(format!("{e:#}")),
+        }
+    }
+    if let Err(e) = session::write(session, out, false) {
+        why.push(format!(
+            "{e:#}; {} is the preliminary one (complete: false)",
+            out.path().join("session.json").display()
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// Loads the BPF programs and tells them what every catalog entry captures.
@@ -366,6 +424,17 @@ fn finish_session(
         .collect();
     session.files = report.sink.files;
     session.bytes = report.sink.bytes;
+    session.output = OutputStats {
+        write_errors: report.sink.write_errors,
+        error: report.sink.write_error,
+        rows_lost: report
+            .sink
+            .rows_lost
+            .into_iter()
+            .map(|(table, rows)| (table.to_owned(), rows))
+            .collect(),
+        directory_removed: report.sink.directory_removed,
+    };
     Ok(())
 }
 
@@ -624,11 +693,7 @@ async fn wait_for_stop(
 ) -> Result<Stopped> {
     let mut status = StatusLine::new();
     let (tx, progress) = (&pipeline.tx, pipeline.progress.as_ref());
-    let waiting = Waiting {
-        opts,
-        tx,
-        progress,
-    };
+    let waiting = Waiting { opts, tx, progress };
     let stopped = waiting
         .wait(probes, attacher, child, signals, &mut status)
         .await;
@@ -652,10 +717,12 @@ impl Waiting<'_> {
         signals: &mut StopSignals,
         status: &mut StatusLine,
     ) -> Result<Stopped> {
-        let stopped = |status, interrupted| Ok(Stopped {
-            status,
-            interrupted,
-        });
+        let stopped = |status, interrupted| {
+            Ok(Stopped {
+                status,
+                interrupted,
+            })
+        };
         let deadline = self.opts.duration.map(|d| tokio::time::Instant::now() + d);
         let mut tick = tokio::time::interval(FLUSH_INTERVAL);
         let command = child.as_ref().map(GatedChild::pid);

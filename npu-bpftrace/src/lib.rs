@@ -17,6 +17,7 @@ pub mod channel;
 pub mod discovery;
 pub mod driver;
 pub mod export;
+pub mod outdir;
 pub mod progress;
 pub mod report;
 pub mod session;

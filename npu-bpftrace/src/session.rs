@@ -2,11 +2,38 @@
 //! where and when this host recorded, and the clocks it recorded on.
 use std::{collections::BTreeMap, fs};
 
+use anyhow::{Context, Result};
+
 use tracer_common::DropKind;
 use tracer_schema::{
     SCHEMA_VERSION,
     session::{ActivityStats, ClockSample, CorrelateStats, Session},
 };
+
+use crate::outdir::OutDir;
+
+/// Where the final session.json is written from: made (with space reserved) when the
+/// session starts, so that it can be written when the disk has filled up since.
+const SESSION_TMP: &str = ".session.json.tmp";
+/// Space reserved for the final session.json (a few tens of KiB in practice).
+const SESSION_RESERVE: u64 = 256 << 10;
+
+/// Writes `dir/session.json` atomically, through the space reserved before (never through a
+/// link); `reserve_next` keeps space for a later write.
+pub fn write(session: &Session, dir: &OutDir, reserve_next: bool) -> Result<()> {
+    let json = serde_json::to_vec_pretty(session)?;
+    dir.write_atomic("session.json", SESSION_TMP, &json)
+        .with_context(|| format!("writing {}", dir.path().join("session.json").display()))?;
+    if reserve_next {
+        dir.reserve(SESSION_TMP, SESSION_RESERVE).with_context(|| {
+            format!(
+                "reserving space for the final session.json in {}",
+                dir.path().display()
+            )
+        })?;
+    }
+    Ok(())
+}
 
 /// A session that has just started recording on this host.
 pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
@@ -34,6 +61,7 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
         rows: BTreeMap::new(),
         files: 0,
         bytes: 0,
+        output: Default::default(),
     }
 }
 

@@ -4,7 +4,7 @@
 //! silently.
 use std::{
     path::{Path, PathBuf},
-    process::{Child, ExitStatus},
+    process::{Child, Command, ExitStatus, Stdio},
     sync::{Mutex, MutexGuard},
     thread::sleep,
     time::{Duration, Instant},
@@ -34,8 +34,11 @@ fn alive(pid: u32) -> bool {
 }
 
 fn zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
 }
 
 /// Waits until the agent has written its first session.json (the probes are attached).
@@ -182,4 +185,268 @@ fn second_sigint_finishes_at_once() {
         assert!(Instant::now() < deadline, "the command did not end");
         sleep(Duration::from_millis(50));
     }
+}
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: PathBuf, size: &str) -> Self {
+        std::fs::create_dir_all(&at).unwrap();
+        run(Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={size},mode=0700"))
+            .arg("tmpfs")
+            .arg(&at));
+        Self(at)
+    }
+
+    /// Fills the file system up: returns the filler file.
+    fn fill(&self) -> PathBuf {
+        let filler = self.0.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 4096];
+        while std::io::Write::write_all(&mut file, &block).is_ok() {}
+        filler
+    }
+
+    /// Remounts read-only or read-write (retrying while a file is open for writing).
+    fn remount(&self, options: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = Command::new("mount")
+                .args(["-o", &format!("remount,{options}")])
+                .arg(&self.0)
+                .status()
+                .unwrap();
+            if status.success() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "remount,{options} failed");
+            sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let status = cmd.status().unwrap();
+    assert!(status.success(), "{cmd:?}: {status}");
+}
+
+/// `record --out DIR -- npu-sim-app train` of about 2-3 s, started; returns the agent, the
+/// workload's pid and the truth directory.
+fn start_train(name: &str, dir: &Path) -> (Child, u32, PathBuf) {
+    let (scratch, truth, _) = scratch(name);
+    let mut cmd = tracer_command(&truth);
+    cmd.stderr(Stdio::piped())
+        .args(["record", "--out"])
+        .arg(dir)
+        .args([
+            "--",
+            "npu-sim-app",
+            "train",
+            "--steps",
+            "150",
+            "--step-sleep-ms",
+            "10",
+        ]);
+    let (mut agent, pid) = spawn_workload(&mut cmd, &scratch.join("app.log"));
+    wait_started(dir, &mut agent);
+    (agent, pid, truth)
+}
+
+/// The agent's stderr, once it has exited.
+fn stderr_of(agent: Child) -> String {
+    let out = agent.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Hidden `.tmp` part files anywhere under `dir`.
+fn leftovers(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.to_string_lossy().ends_with(".parquet.tmp") {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Truth api calls of `pid`.
+fn truth_calls(truth: &Path, pid: u32) -> Vec<serde_json::Value> {
+    read_truth(truth)
+        .remove(&u64::from(pid))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l["type"] == "api" && l["lib"] != "libascend_hal.so")
+        .collect()
+}
+
+/// The disk fills up while tracing and is freed 2 s later: the rows wait in memory and are
+/// written then; every call of the truth is in the trace, the agent exits 0, no `.tmp` is
+/// left, and session.json and a critical event say what happened.
+#[test]
+fn disk_full_for_a_while_loses_nothing() {
+    let _serial = one_at_a_time();
+    let fs = Tmpfs::mount(scratch_dir("fault-enospc-fs").join("mnt"), "2m");
+    let dir = fs.0.join("trace");
+    let (mut agent, pid, truth) = start_train("fault-enospc", &dir);
+    let filler = fs.fill();
+    sleep(Duration::from_millis(2000));
+    std::fs::remove_file(filler).unwrap();
+    let _ = wait_within(&mut agent, Duration::from_secs(60));
+    let status = agent.try_wait().unwrap().unwrap();
+    let stderr = stderr_of(agent);
+    assert!(status.success(), "{status}\n{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert_api_matches(&read_table(&dir, "api"), &truth_calls(&truth, pid));
+    let session = session(&dir);
+    assert!(session.complete);
+    assert!(session.output.write_errors >= 1, "{:?}", session.output);
+    assert!(session.output.rows_lost.is_empty(), "{:?}", session.output);
+    let events = read_table(&dir, "critical_event");
+    assert!(
+        events.iter().any(|e| e["kind"] == "output_write_error"),
+        "{events:?}"
+    );
+    assert_eq!(leftovers(&dir), Vec::<PathBuf>::new());
+}
+
+/// The disk stays full to the end: the rows that could not be written are counted per table
+/// in session.json (which the space reserved at start still lets the agent write), the
+/// files plus the lost rows are the truth's calls, no `.tmp` is left, and the agent exits
+/// 74 (trace incomplete) although the workload succeeded.
+#[test]
+fn disk_full_to_the_end_counts_what_is_lost() {
+    let _serial = one_at_a_time();
+    let fs = Tmpfs::mount(scratch_dir("fault-enospc-end-fs").join("mnt"), "2m");
+    let dir = fs.0.join("trace");
+    let (mut agent, pid, truth) = start_train("fault-enospc-end", &dir);
+    let _filler = fs.fill();
+    let _ = wait_within(&mut agent, Duration::from_secs(60));
+    let status = agent.try_wait().unwrap().unwrap();
+    let stderr = stderr_of(agent);
+    assert_eq!(status.code(), Some(74), "{stderr}");
+    assert!(stderr.contains("trace is incomplete"), "{stderr}");
+    let session = session(&dir);
+    assert!(
+        session.complete,
+        "the final session.json, through reserved space"
+    );
+    let calls = truth_calls(&truth, pid).len() as u64;
+    let in_files = read_table(&dir, "api").len() as u64;
+    let lost = session.output.rows_lost.get("api").copied().unwrap_or(0);
+    assert!(lost > 0, "{:?}", session.output);
+    assert_eq!(session.rows["api"], calls);
+    assert_eq!(in_files + lost, calls, "{:?}", session.output);
+    assert!(
+        session
+            .output
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("No space left")),
+        "{:?}",
+        session.output
+    );
+    assert_eq!(leftovers(&dir), Vec::<PathBuf>::new());
+}
+
+/// The file system goes read-only for 2 s (a remount, as after an I/O error) and comes back:
+/// nothing is lost.
+#[test]
+fn read_only_remount_for_a_while_loses_nothing() {
+    let _serial = one_at_a_time();
+    let fs = Tmpfs::mount(scratch_dir("fault-erofs-fs").join("mnt"), "64m");
+    let dir = fs.0.join("trace");
+    let (mut agent, pid, truth) = start_train("fault-erofs", &dir);
+    fs.remount("ro");
+    sleep(Duration::from_millis(2000));
+    fs.remount("rw");
+    let _ = wait_within(&mut agent, Duration::from_secs(60));
+    let status = agent.try_wait().unwrap().unwrap();
+    let stderr = stderr_of(agent);
+    assert!(status.success(), "{status}\n{stderr}");
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    assert_api_matches(&read_table(&dir, "api"), &truth_calls(&truth, pid));
+    let session = session(&dir);
+    assert!(session.complete && session.output.write_errors >= 1);
+    assert!(session.output.rows_lost.is_empty(), "{:?}", session.output);
+    assert_eq!(leftovers(&dir), Vec::<PathBuf>::new());
+}
+
+/// The output directory is removed while tracing: the agent makes it again and goes on;
+/// the rows of the removed parts are counted lost, so the files plus the lost rows are
+/// the truth's calls, and the agent exits 74.
+#[test]
+fn output_removed_is_made_again_and_counted() {
+    let _serial = one_at_a_time();
+    let dir = scratch_dir("fault-removed-out").join("trace");
+    let (mut agent, pid, truth) = start_train("fault-removed", &dir);
+    sleep(Duration::from_millis(1500));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let _ = wait_within(&mut agent, Duration::from_secs(60));
+    let status = agent.try_wait().unwrap().unwrap();
+    let stderr = stderr_of(agent);
+    assert_eq!(status.code(), Some(74), "{stderr}");
+    let session = session(&dir);
+    assert!(session.complete && session.output.directory_removed);
+    let calls = truth_calls(&truth, pid).len() as u64;
+    let in_files = read_table(&dir, "api").len() as u64;
+    let lost = session.output.rows_lost.get("api").copied().unwrap_or(0);
+    assert!(lost > 0, "{:?}", session.output);
+    assert_eq!(in_files + lost, calls, "{:?}", session.output);
+}
+
+/// No symbolic link is followed in or below `--out`, and an existing `--out` of another
+/// user is refused; nothing is written where the links point.
+#[test]
+fn output_links_and_foreign_directories_are_refused() {
+    let (scratch, truth, _) = scratch("fault-links");
+    let elsewhere = scratch.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let link = scratch.join("link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    let planted = scratch.join("planted");
+    std::fs::create_dir_all(planted.join("api")).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    std::os::unix::fs::symlink(
+        &elsewhere,
+        planted.join("api").join(format!("host={}", host.trim())),
+    )
+    .unwrap();
+    let foreign = scratch.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    let cases = [
+        (link.clone(), "is a symbolic link"),
+        (link.join("sub"), "is a symbolic link"),
+        (planted, "refusing to write through it"),
+        (foreign.clone(), "belongs to uid 65534"),
+    ];
+    for (out, says) in cases {
+        let output = tracer_command(&truth)
+            .args(["record", "--out"])
+            .arg(&out)
+            .args(["--", "npu-sim-app", "alloc"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{}: {stderr}", out.display());
+        assert!(stderr.contains(says), "{}: {stderr}", out.display());
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    }
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 0);
 }

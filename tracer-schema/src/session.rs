@@ -141,6 +141,31 @@ pub struct ChipSummary {
     pub fallback: Option<String>,
 }
 
+/// What the agent could not write (`output` in session.json).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputStats {
+    /// Flushes (about one a second) in which some part could not be written; each such
+    /// part was kept in memory and retried.
+    pub write_errors: u64,
+    /// The first write error: the file and the system's reason, e.g. `No space left on
+    /// device (os error 28)`.
+    pub error: Option<String>,
+    /// Rows missing from the dataset, per table (tables without losses are left out):
+    /// never written (the file system still failed when the session ended, or the
+    /// unwritten rows outgrew the agent's memory bound), or written to an output directory
+    /// that was then removed. `rows` counts them; the files hold `rows - rows_lost`.
+    pub rows_lost: BTreeMap<String, u64>,
+    /// The output directory was removed while tracing (the agent made it again).
+    pub directory_removed: bool,
+}
+
+impl OutputStats {
+    /// Rows missing from the dataset, all tables.
+    pub fn total_rows_lost(&self) -> u64 {
+        self.rows_lost.values().sum()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
     /// [`SCHEMA_VERSION`] of the writer.
@@ -176,10 +201,13 @@ pub struct Session {
     /// recorded.
     #[serde(default)]
     pub chip: Option<ChipSummary>,
-    /// Rows written, per table.
+    /// Rows produced, per table (see `output.rows_lost` for any not in the files).
     pub rows: BTreeMap<String, u64>,
     pub files: u64,
     pub bytes: u64,
+    /// Write errors and the rows they cost; absent in sessions written before it existed.
+    #[serde(default)]
+    pub output: OutputStats,
 }
 
 impl Session {

@@ -63,6 +63,10 @@ vocabulary! {
         /// profiling channel (its buffer overflowed, or the task never ran to its end while
         /// traced); `count` says how many.
         ChannelRecordsLost = "channel_records_lost",
+        /// The agent could not write its output (disk full, read-only or failing file
+        /// system, output directory removed); the message says what and why, `count` the
+        /// rows lost where some were.
+        OutputWriteError = "output_write_error",
     }
 }
 

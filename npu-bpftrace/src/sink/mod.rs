@@ -28,4 +28,14 @@ pub struct SinkStats {
     pub files: u64,
     /// Bytes of those files.
     pub bytes: u64,
+    /// Rows that are not in the dataset, per table (only tables that lost some): never
+    /// written (the disk failed to the end, or the memory bound was reached), or removed
+    /// with the output directory.
+    pub rows_lost: BTreeMap<&'static str, u64>,
+    /// Flushes in which some part could not be written.
+    pub write_errors: u64,
+    /// The first write error.
+    pub write_error: Option<String>,
+    /// The output directory was removed while tracing (and made again).
+    pub directory_removed: bool,
 }

@@ -1,15 +1,22 @@
 //! Parquet sink: one hive-style dataset per table, `DIR/<table>/host=<host>/part-<n>.parquet`.
 //!
-//! A Parquet file is readable only once its footer is written, so each part is written to a
-//! hidden `.part-<n>.parquet.tmp` and, on every [`ParquetSink::flush`], closed, fsynced and
-//! renamed into place; the next rows start a new part. A killed agent loses at most the rows
-//! since the last flush, and readers never see a partial file (the leading dot hides
-//! in-progress parts from dataset readers that list the directory).
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::ErrorKind;
+//! A Parquet file is readable only once its footer is written. Each part is encoded in
+//! memory (the Parquet writer holds a row group's pages there anyway) and, on every
+//! [`ParquetSink::flush`], finished and written to a hidden `.part-<n>.parquet.tmp`, fsynced
+//! and renamed into place; the next rows start a new part. A killed agent loses at most the
+//! rows since the last flush, and readers never see a partial file.
+//!
+//! A part that cannot be written (disk full, read-only or failing file system) stays in
+//! memory, compressed, and is written at the next flush that can; its `.tmp` file is
+//! removed. Past [`SinkOptions::max_unwritten_bytes`] the oldest unwritten parts are dropped
+//! and their rows counted as lost, per table ([`SinkStats::rows_lost`]). An output
+//! directory removed while tracing is made again, and the rows of its parts counted lost.
+//! Every file and directory is reached through [`OutDir`], never through a symbolic link.
+use std::collections::VecDeque;
+use std::fs;
+use std::io::{self, Write};
 use std::mem;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -19,10 +26,12 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
+use tracer_schema::vocab::{EventKind, Severity};
 
 use tracer_core::correlate::Output;
 
 use super::{Sink, SinkStats};
+use crate::outdir::OutDir;
 use tracer_schema::{
     SCHEMA_VERSION,
     dataset::SCHEMA_VERSION_KEY,
@@ -47,6 +56,8 @@ pub struct SinkOptions {
     pub batch_rows: usize,
     /// Rows per Parquet row group; bounds the writer's memory between flushes.
     pub row_group_rows: usize,
+    /// Finished parts kept in memory while they cannot be written, at most (bytes).
+    pub max_unwritten_bytes: u64,
 }
 
 impl Default for SinkOptions {
@@ -56,6 +67,7 @@ impl Default for SinkOptions {
             zstd_level: 3,
             batch_rows: 4096,
             row_group_rows: 1024 * 1024,
+            max_unwritten_bytes: 256 << 20,
         }
     }
 }
@@ -80,6 +92,9 @@ fn hostname() -> String {
 
 /// Writes each table as a Parquet dataset under one output directory.
 pub struct ParquetSink {
+    root: OutDir,
+    host: String,
+    max_unwritten_bytes: u64,
     api: TableWriter<ApiTable>,
     marker: TableWriter<MarkerTable>,
     kernel: TableWriter<KernelTable>,
@@ -89,24 +104,44 @@ pub struct ParquetSink {
     hccl: TableWriter<HcclTable>,
     memory: TableWriter<MemoryTable>,
     critical_event: TableWriter<CriticalEventTable>,
+    /// The write error of the last flush, while writing fails.
+    failing: Option<String>,
+    write_errors: u64,
+    first_error: Option<String>,
+    directory_removed: bool,
+    dropped_for_memory: bool,
 }
 
 impl ParquetSink {
+    /// [`ParquetSink::create_in`] the directory at `dir`, made if missing.
+    pub fn create(dir: &Path, opts: SinkOptions) -> Result<Self> {
+        let (root, _) = OutDir::open_or_create(dir)?;
+        Self::create_in(root, opts)
+    }
+
     /// Creates `DIR/<table>/host=<host>/` (mode 0700) for every table now, so that
     /// permission problems show at start and readers find every dataset, even an empty one.
     /// Part numbers continue after any parts already there.
-    pub fn create(dir: &Path, opts: SinkOptions) -> Result<Self> {
+    pub fn create_in(root: OutDir, opts: SinkOptions) -> Result<Self> {
         check_host(&opts.host)?;
         Ok(Self {
-            api: TableWriter::create(dir, &opts)?,
-            marker: TableWriter::create(dir, &opts)?,
-            kernel: TableWriter::create(dir, &opts)?,
-            memcpy: TableWriter::create(dir, &opts)?,
-            memset: TableWriter::create(dir, &opts)?,
-            sync: TableWriter::create(dir, &opts)?,
-            hccl: TableWriter::create(dir, &opts)?,
-            memory: TableWriter::create(dir, &opts)?,
-            critical_event: TableWriter::create(dir, &opts)?,
+            api: TableWriter::create(&root, &opts)?,
+            marker: TableWriter::create(&root, &opts)?,
+            kernel: TableWriter::create(&root, &opts)?,
+            memcpy: TableWriter::create(&root, &opts)?,
+            memset: TableWriter::create(&root, &opts)?,
+            sync: TableWriter::create(&root, &opts)?,
+            hccl: TableWriter::create(&root, &opts)?,
+            memory: TableWriter::create(&root, &opts)?,
+            critical_event: TableWriter::create(&root, &opts)?,
+            root,
+            host: opts.host,
+            max_unwritten_bytes: opts.max_unwritten_bytes,
+            failing: None,
+            write_errors: 0,
+            first_error: None,
+            directory_removed: false,
+            dropped_for_memory: false,
         })
     }
 
@@ -164,29 +199,147 @@ impl ParquetSink {
         self.critical_event.write(rows)
     }
 
-    /// Makes every row written so far durable and readable: closes each table's open part
-    /// (footer, fsync, rename, directory fsync). Tables without new rows are untouched.
+    /// Makes every row written so far durable and readable: finishes each table's open
+    /// part and writes it (with any part an earlier flush could not write) to its file:
+    /// fsync, rename, directory fsync. Tables without new rows are untouched. A write that
+    /// fails keeps its part for the next flush: only encoding errors are returned.
     pub fn flush(&mut self) -> Result<()> {
-        // Flush every table even if one fails, so one bad disk path loses as little as possible.
-        let mut result = Ok(());
+        if self.root.removed() {
+            self.make_again()?;
+        }
+        let mut error = None;
         for table in self.tables() {
-            let r = table.close_part();
-            if result.is_ok() {
-                result = r;
+            table.seal()?;
+            // Every table tries, even after one failed: a small part may still fit.
+            if let Err(e) = table.write_out()
+                && error.is_none()
+            {
+                error = Some(e);
             }
         }
-        result
+        self.note_result(error)?;
+        self.bound_memory();
+        Ok(())
+    }
+
+    /// Says when writing starts failing (stderr, a critical event) and when it works again.
+    fn note_result(&mut self, error: Option<String>) -> Result<()> {
+        match (error, self.failing.is_some()) {
+            (Some(why), was_failing) => {
+                self.write_errors += 1;
+                if !was_failing {
+                    eprintln!(
+                        "npu-bpftrace: {why}; keeping rows in memory (up to {} MiB) and retrying every flush",
+                        self.max_unwritten_bytes >> 20
+                    );
+                    self.first_error.get_or_insert_with(|| why.clone());
+                    let event = critical(
+                        EventKind::OutputWriteError,
+                        1,
+                        format!("{why}; rows kept in memory and retried"),
+                    );
+                    self.critical_event.write(&[event])?;
+                }
+                self.failing = Some(why);
+            }
+            (None, true) => {
+                self.failing = None;
+                eprintln!(
+                    "npu-bpftrace: writing to {} works again; rows kept meanwhile are written",
+                    self.root.path().display()
+                );
+            }
+            (None, false) => {}
+        }
+        Ok(())
+    }
+
+    /// Drops the oldest unwritten parts, largest backlog first, while they hold more than
+    /// the bound; their rows are lost.
+    fn bound_memory(&mut self) {
+        let max = self.max_unwritten_bytes;
+        loop {
+            let mut tables = self.tables();
+            let total: u64 = tables.iter().map(|t| t.unwritten_bytes()).sum();
+            if total <= max {
+                return;
+            }
+            let Some(biggest) = tables.iter_mut().max_by_key(|t| t.unwritten_bytes()) else {
+                return;
+            };
+            biggest.drop_oldest();
+            if !self.dropped_for_memory {
+                self.dropped_for_memory = true;
+                eprintln!(
+                    "npu-bpftrace: more than {} MiB of rows could not be written: dropping the \
+                     oldest (counted in session.json, output.rows_lost)",
+                    max >> 20
+                );
+            }
+        }
+    }
+
+    /// The output directory was removed while tracing: make it again at its path (never
+    /// through a link), with every table's directory; the rows of the parts it held are lost.
+    fn make_again(&mut self) -> Result<()> {
+        let path = self.root.path().to_owned();
+        eprintln!(
+            "npu-bpftrace: the output directory {} was removed while tracing; making it again \
+             (rows written before are lost, counted in session.json)",
+            path.display()
+        );
+        let (root, _) = OutDir::open_or_create(&path)?;
+        self.root = root;
+        self.directory_removed = true;
+        let root = self.root.try_clone().context("the output directory")?;
+        let host = self.host.clone();
+        let mut lost = 0;
+        for table in self.tables() {
+            lost += table.move_to(&root, &host)?;
+        }
+        let event = critical(
+            EventKind::OutputWriteError,
+            lost,
+            format!(
+                "the output directory {} was removed while tracing: {lost} rows written before were lost",
+                path.display()
+            ),
+        );
+        self.critical_event.write(&[event])
     }
 
     /// Flushes and closes everything; afterwards every file is a complete Parquet file.
+    /// Parts still unwritten get a few more tries before their rows are counted lost.
     pub fn finish(mut self) -> Result<SinkStats> {
         self.flush()?;
-        let mut stats = SinkStats::default();
+        for _ in 0..FINISH_RETRIES {
+            if self.failing.is_none() {
+                break;
+            }
+            std::thread::sleep(FINISH_RETRY_PAUSE);
+            self.flush()?;
+        }
+        let lost_at_end: u64 = self.tables().iter_mut().map(|t| t.abandon()).sum();
+        if lost_at_end > 0 {
+            eprintln!(
+                "npu-bpftrace: {lost_at_end} rows could not be written: {}",
+                self.failing.as_deref().unwrap_or("unknown error")
+            );
+        }
+        let mut stats = SinkStats {
+            write_errors: self.write_errors,
+            write_error: self.first_error.clone(),
+            directory_removed: self.directory_removed,
+            ..SinkStats::default()
+        };
         for table in self.tables() {
-            let (name, rows, files, bytes) = table.stats();
-            stats.rows.insert(name, rows);
-            stats.files += files;
-            stats.bytes += bytes;
+            let t = table.stats();
+            stats.rows.insert(t.name, t.rows);
+            if t.rows_lost > 0 {
+                stats.rows_lost.insert(t.name, t.rows_lost);
+            }
+            stats.files += t.files;
+            stats.bytes += t.bytes;
         }
         Ok(stats)
     }
@@ -207,6 +360,22 @@ impl ParquetSink {
     }
 }
 
+/// Tries at the end of a session to write what could not be written before.
+const FINISH_RETRIES: usize = 2;
+const FINISH_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A critical event of the sink itself, now.
+fn critical(kind: EventKind, count: u64, message: String) -> CriticalEventRow {
+    CriticalEventRow {
+        ts_ns: crate::session::clock_ns(libc::CLOCK_MONOTONIC),
+        kind,
+        severity: Severity::Error,
+        count,
+        message,
+        ..CriticalEventRow::default()
+    }
+}
+
 /// The host becomes a directory name: refuse anything that would escape or nest it.
 fn check_host(host: &str) -> Result<()> {
     if host.is_empty() || host == "." || host == ".." || host.contains(['/', '\0']) {
@@ -215,42 +384,68 @@ fn check_host(host: &str) -> Result<()> {
     Ok(())
 }
 
-/// The table-independent operations of a [`TableWriter`].
-trait Dataset {
-    fn close_part(&mut self) -> Result<()>;
-    /// (table, rows, files, bytes)
-    fn stats(&self) -> (&'static str, u64, u64, u64);
+/// What one table wrote.
+struct TableStats {
+    name: &'static str,
+    rows: u64,
+    rows_lost: u64,
+    files: u64,
+    bytes: u64,
 }
 
-/// One table's dataset directory: buffers rows, writes parts, rotates them on flush.
+/// The table-independent operations of a [`TableWriter`].
+trait Dataset {
+    /// Finishes the open part in memory.
+    fn seal(&mut self) -> Result<()>;
+    /// Writes the finished parts to files, oldest first; the error says what failed.
+    fn write_out(&mut self) -> Result<(), String>;
+    fn unwritten_bytes(&self) -> u64;
+    /// Drops the oldest unwritten part; its rows are lost.
+    fn drop_oldest(&mut self);
+    /// Drops every unwritten part; returns their rows, now lost.
+    fn abandon(&mut self) -> u64;
+    /// Continues in `root/<table>/host=<host>` (a new output directory); returns the rows
+    /// of the parts written to the old one, now lost.
+    fn move_to(&mut self, root: &OutDir, host: &str) -> Result<u64>;
+    fn stats(&self) -> TableStats;
+}
+
+/// One table's dataset directory: buffers rows, encodes parts, writes them on flush.
 struct TableWriter<T: Table> {
-    dir: PathBuf,
+    dir: OutDir,
     schema: SchemaRef,
     props: WriterProperties,
     batch_rows: usize,
     pending: T,
     part: Option<Part>,
+    /// Finished parts not written yet, oldest first.
+    unwritten: VecDeque<Finished>,
     next_part: u64,
     rows: u64,
+    /// Rows in the parts written to files.
+    rows_written: u64,
+    rows_lost: u64,
     files: u64,
     bytes: u64,
 }
 
-/// The part being written: only its `.tmp` name exists on disk.
+/// The part being encoded, in memory.
 struct Part {
-    n: u64,
-    tmp: PathBuf,
-    writer: ArrowWriter<File>,
+    writer: ArrowWriter<Vec<u8>>,
+    rows: u64,
+}
+
+/// A complete Parquet file waiting to be written.
+struct Finished {
+    bytes: Vec<u8>,
+    rows: u64,
 }
 
 impl<T: Table> TableWriter<T> {
-    fn create(root: &Path, opts: &SinkOptions) -> Result<Self> {
-        let dir = root.join(T::NAME).join(format!("host={}", opts.host));
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("creating {}", dir.display()))?;
+    fn create(root: &OutDir, opts: &SinkOptions) -> Result<Self> {
+        let dir = root
+            .subdir(T::NAME)?
+            .subdir(&format!("host={}", opts.host))?;
         let batch_rows = opts.batch_rows.max(1);
         let columns = tables::columns::<T>();
         Ok(Self {
@@ -261,7 +456,10 @@ impl<T: Table> TableWriter<T> {
             batch_rows,
             pending: T::with_capacity(batch_rows),
             part: None,
+            unwritten: VecDeque::new(),
             rows: 0,
+            rows_written: 0,
+            rows_lost: 0,
             files: 0,
             bytes: 0,
         })
@@ -286,6 +484,7 @@ impl<T: Table> TableWriter<T> {
         if self.pending.is_empty() {
             return Ok(());
         }
+        let rows = self.pending.len() as u64;
         let table = mem::replace(&mut self.pending, T::with_capacity(self.batch_rows));
         let batch = tables::into_batch(table, &self.schema)?;
         let part = match self.part.take() {
@@ -293,71 +492,118 @@ impl<T: Table> TableWriter<T> {
             None => self.open_part()?,
         };
         let part = self.part.insert(part);
+        part.rows += rows;
         part.writer
             .write(&batch)
-            .with_context(|| format!("writing {}", part.tmp.display()))
+            .with_context(|| format!("encoding a part of {}", self.dir.path().display()))
     }
 
-    /// Creates the next part's `.tmp` file, private to the user (0600).
-    fn open_part(&mut self) -> Result<Part> {
-        loop {
+    fn open_part(&self) -> Result<Part> {
+        // The Parquet schema alone maps back to the same Arrow types, so the ~1.7 KB
+        // ARROW:schema copy would only add to every (per-second) part.
+        let options = ArrowWriterOptions::new()
+            .with_properties(self.props.clone())
+            .with_skip_arrow_metadata(true);
+        let writer = ArrowWriter::try_new_with_options(Vec::new(), self.schema.clone(), options)
+            .context("starting a Parquet part")?;
+        Ok(Part { writer, rows: 0 })
+    }
+
+    /// Writes one finished part to its file: a new `.tmp` (0600), fsync, rename to the
+    /// next free part number, directory fsync. A failure removes the `.tmp`.
+    fn write_file(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let n = loop {
             let n = self.next_part;
             self.next_part += 1;
-            let tmp = self.dir.join(format!(".{}.tmp", part_name(n)));
             // Never clobber a part, finished or in progress, that another writer made.
-            if self.dir.join(part_name(n)).exists() {
-                continue;
+            if !self.dir.contains(&part_name(n)) && !self.dir.contains(&tmp_name(n)) {
+                break n;
             }
-            let file = match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-            {
-                Ok(file) => file,
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e).with_context(|| format!("creating {}", tmp.display())),
-            };
-            // The Parquet schema alone maps back to the same Arrow types, so the ~1.7 KB
-            // ARROW:schema copy would only add to every (per-second) part.
-            let options = ArrowWriterOptions::new()
-                .with_properties(self.props.clone())
-                .with_skip_arrow_metadata(true);
-            let writer = ArrowWriter::try_new_with_options(file, self.schema.clone(), options)
-                .with_context(|| format!("starting Parquet file {}", tmp.display()))?;
-            return Ok(Part { n, tmp, writer });
+        };
+        let (tmp, name) = (tmp_name(n), part_name(n));
+        let fail = |what: &str, e: io::Error| {
+            format!(
+                "cannot {what} {}: {e}",
+                self.dir.path().join(&name).display()
+            )
+        };
+        let mut file = self.dir.create_file(&tmp).map_err(|e| fail("create", e))?;
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| self.dir.rename(&tmp, &name))
+            .and_then(|()| self.dir.sync());
+        if let Err(e) = written {
+            drop(file);
+            let _ = self.dir.remove(&tmp);
+            // The number stays free for the retry.
+            self.next_part = n;
+            return Err(fail("write", e));
         }
+        Ok(())
     }
 }
 
 impl<T: Table> Dataset for TableWriter<T> {
-    /// Writes the footer, fsyncs, renames the part into place and fsyncs the directory.
-    fn close_part(&mut self) -> Result<()> {
+    fn seal(&mut self) -> Result<()> {
         self.write_pending()?;
-        let Some(Part { n, tmp, writer }) = self.part.take() else {
+        let Some(Part { writer, rows }) = self.part.take() else {
             return Ok(());
         };
-        let file = writer
+        let bytes = writer
             .into_inner()
-            .with_context(|| format!("writing the Parquet footer of {}", tmp.display()))?;
-        file.sync_all()
-            .with_context(|| format!("fsync {}", tmp.display()))?;
-        let bytes = file
-            .metadata()
-            .with_context(|| format!("stat {}", tmp.display()))?
-            .len();
-        drop(file);
-        let path = self.dir.join(part_name(n));
-        fs::rename(&tmp, &path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-        sync_dir(&self.dir)?;
-        self.files += 1;
-        self.bytes += bytes;
+            .with_context(|| format!("finishing a part of {}", self.dir.path().display()))?;
+        self.unwritten.push_back(Finished { bytes, rows });
         Ok(())
     }
 
-    fn stats(&self) -> (&'static str, u64, u64, u64) {
-        (T::NAME, self.rows, self.files, self.bytes)
+    fn write_out(&mut self) -> Result<(), String> {
+        while let Some(part) = self.unwritten.pop_front() {
+            if let Err(e) = self.write_file(&part.bytes) {
+                self.unwritten.push_front(part);
+                return Err(e);
+            }
+            self.files += 1;
+            self.bytes += part.bytes.len() as u64;
+            self.rows_written += part.rows;
+        }
+        Ok(())
+    }
+
+    fn unwritten_bytes(&self) -> u64 {
+        self.unwritten.iter().map(|p| p.bytes.len() as u64).sum()
+    }
+
+    fn drop_oldest(&mut self) {
+        if let Some(part) = self.unwritten.pop_front() {
+            self.rows_lost += part.rows;
+        }
+    }
+
+    fn abandon(&mut self) -> u64 {
+        let lost: u64 = self.unwritten.drain(..).map(|p| p.rows).sum();
+        self.rows_lost += lost;
+        lost
+    }
+
+    fn move_to(&mut self, root: &OutDir, host: &str) -> Result<u64> {
+        self.dir = root.subdir(T::NAME)?.subdir(&format!("host={host}"))?;
+        self.next_part = next_part_number(&self.dir)?;
+        let lost = mem::take(&mut self.rows_written);
+        self.rows_lost += lost;
+        self.files = 0;
+        self.bytes = 0;
+        Ok(lost)
+    }
+
+    fn stats(&self) -> TableStats {
+        TableStats {
+            name: T::NAME,
+            rows: self.rows,
+            rows_lost: self.rows_lost,
+            files: self.files,
+            bytes: self.bytes,
+        }
     }
 }
 
@@ -365,15 +611,19 @@ fn part_name(n: u64) -> String {
     format!("part-{n:06}.parquet")
 }
 
+fn tmp_name(n: u64) -> String {
+    format!(".{}.tmp", part_name(n))
+}
+
 /// One past the highest part number in `dir`, counting hidden `.tmp` leftovers, so a new
 /// session appends to a dataset instead of overwriting it.
-fn next_part_number(dir: &Path) -> Result<u64> {
+fn next_part_number(dir: &OutDir) -> Result<u64> {
     let mut next = 0;
-    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let name = name.strip_prefix('.').unwrap_or(name);
+    let names = dir
+        .names()
+        .with_context(|| format!("listing {}", dir.path().display()))?;
+    for name in names {
+        let name = name.strip_prefix('.').unwrap_or(&name);
         let name = name.strip_suffix(".tmp").unwrap_or(name);
         let n = name
             .strip_prefix("part-")
@@ -383,13 +633,6 @@ fn next_part_number(dir: &Path) -> Result<u64> {
         }
     }
     Ok(next)
-}
-
-/// Makes a rename in `dir` durable.
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("fsync directory {}", dir.display()))
 }
 
 /// zstd everywhere, each column's [`ColumnEncoding`], and pages of up to 32k rows: large
