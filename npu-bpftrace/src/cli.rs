@@ -38,7 +38,16 @@ use tracer_catalog::{CATALOG, Domain};
       report` or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;\n\n\
       Device task times come from the driver's profiling channel 50, as msPTI reads them; on a\n\
       device whose channel another profiler owns, from completion entries (session.json says\n\
-      which, per device, in device_time_sources)."
+      which, per device, in device_time_sources).\n\n\
+      Stopping: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop tracing and flush everything. In\n\
+      `record` mode the first one is passed on to the command (unless the terminal sent it to\n\
+      the command already) and tracing goes on until the command exits; a second one finishes\n\
+      at once without waiting for the command.\n\n\
+      Exit status (record, attach): the traced command's status when it failed (128+N when\n\
+      signal N ended it); 128+N when a second signal N ended `record` before its command\n\
+      exited; 74 when the trace is incomplete (rows or session.json could not be written:\n\
+      disk full, read-only or failing file system, output removed; session.json's `output`\n\
+      says what); 1 on an error that prevented tracing; 2 on bad arguments; 0 otherwise."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -93,6 +102,9 @@ pub(crate) enum Command {
         /// How to print it.
         #[arg(long, value_enum, default_value_t = report::Format::Table)]
         format: report::Format,
+        /// Fail on a corrupt part instead of skipping it with a warning.
+        #[arg(long)]
+        strict: bool,
     },
     /// Write a recorded dataset as a timeline file for trace viewers.
     ///
@@ -188,8 +200,12 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
             finish(agent::trace(trace.options(Mode::Attach(pids))?)?)
         }
         Command::Probes { pid } => probes(pid),
-        Command::Report { dir, format } => {
-            report::run(&dir, format)?;
+        Command::Report {
+            dir,
+            format,
+            strict,
+        } => {
+            report::run(&dir, format, strict)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Export { dir, format, out } => {

@@ -339,7 +339,8 @@ fn describe(err: io::Error, upto: &Path, whole: &Path) -> anyhow::Error {
             whole.display()
         ),
         Some(libc::ENOTDIR) => anyhow::anyhow!("{} is not a directory", upto.display()),
-        _ => anyhow::Error::new(err).context(format!("cannot create {}", upto.display())),
+        _ => anyhow::Error::new(err)
+            .context(format!("cannot create output directory {}", upto.display())),
     }
 }
 

@@ -36,6 +36,9 @@ pub struct Dataset {
     pub session: Option<Session>,
     /// Every `host=<h>` partition seen in any table, with or without files.
     pub hosts: BTreeSet<String>,
+    /// Parts that could not be read and were skipped ([`Dataset::open_skipping_corrupt`]),
+    /// with why.
+    pub skipped: Vec<(PathBuf, String)>,
     tables: BTreeMap<&'static str, Table>,
 }
 
@@ -43,14 +46,30 @@ impl Dataset {
     /// Reads every part of every table under `dir`. Fails with a one-line reason when `dir`
     /// is not a dataset at all, or when a file in it is not readable Parquet.
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::read(dir, false)
+    }
+
+    /// [`Dataset::open`], but a part that is not readable Parquet (truncated, damaged) is
+    /// skipped and listed in [`Dataset::skipped`] instead of failing the whole dataset.
+    /// Parts of another schema version still fail.
+    pub fn open_skipping_corrupt(dir: &Path) -> Result<Self> {
+        Self::read(dir, true)
+    }
+
+    fn read(dir: &Path, skip_corrupt: bool) -> Result<Self> {
         if !dir.is_dir() {
             bail!("{}: no such directory", dir.display());
         }
         let session = read_session(dir)?;
         let mut hosts = BTreeSet::new();
         let mut tables = BTreeMap::new();
+        let mut skipped = Vec::new();
         for name in TABLES {
-            tables.insert(name, Table::read(dir, name, &mut hosts)?);
+            let mut found = Found {
+                hosts: &mut hosts,
+                skipped: skip_corrupt.then_some(&mut skipped),
+            };
+            tables.insert(name, Table::read(dir, name, &mut found)?);
         }
         if session.is_none() && !tables.values().any(|t| t.present) {
             bail!(
@@ -66,6 +85,7 @@ impl Dataset {
             dir: dir.to_owned(),
             session,
             hosts,
+            skipped,
             tables,
         })
     }
@@ -93,6 +113,13 @@ fn read_session(dir: &Path) -> Result<Option<Session>> {
     Session::read(dir).map(Some)
 }
 
+/// What reading the tables collects besides rows.
+struct Found<'a> {
+    hosts: &'a mut BTreeSet<String>,
+    /// Where corrupt parts go when they are skipped (None: they fail the read).
+    skipped: Option<&'a mut Vec<(PathBuf, String)>>,
+}
+
 /// The rows of one table, as record batches tagged with their host partition.
 #[derive(Debug)]
 pub struct Table {
@@ -106,7 +133,7 @@ impl Table {
     /// Reads `DIR/<name>/host=*/part-*.parquet`. Hidden `.part-*.tmp` files are parts
     /// still being written (or left by a killed agent) and are skipped, as every dataset
     /// reader does.
-    fn read(root: &Path, name: &'static str, hosts: &mut BTreeSet<String>) -> Result<Self> {
+    fn read(root: &Path, name: &'static str, found: &mut Found<'_>) -> Result<Self> {
         let dir = root.join(name);
         let mut table = Self {
             name,
@@ -118,11 +145,19 @@ impl Table {
         }
         for (host, host_dir) in partitions(&dir)? {
             for file in part_files(&host_dir)? {
-                for batch in read_parquet(&file)? {
+                let batches = match (read_parquet(&file)?, found.skipped.as_deref_mut()) {
+                    (Ok(batches), _) => batches,
+                    (Err(e), Some(skipped)) => {
+                        skipped.push((file, format!("{e:#}")));
+                        continue;
+                    }
+                    (Err(e), None) => return Err(e),
+                };
+                for batch in batches {
                     table.batches.push((host.clone(), batch));
                 }
             }
-            hosts.insert(host);
+            found.hosts.insert(host);
         }
         Ok(table)
     }
@@ -252,10 +287,17 @@ fn part_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>> {
+/// The batches of one part: the outer error is a part of another schema version, the inner
+/// one a part that is not readable Parquet (which a lenient reader may skip).
+fn read_parquet(path: &Path) -> Result<Result<Vec<RecordBatch>>> {
+    let unreadable = |e| {
+        anyhow::Error::new(e).context(format!("{} is not a readable Parquet file", path.display()))
+    };
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .with_context(|| format!("{} is not a readable Parquet file", path.display()))?;
+    let builder = match ParquetRecordBatchReaderBuilder::try_new(file) {
+        Ok(builder) => builder,
+        Err(e) => return Ok(Err(unreadable(e))),
+    };
     let version = builder
         .metadata()
         .file_metadata()
@@ -264,12 +306,13 @@ fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>> {
         .and_then(|kv| kv.value.as_deref())
         .and_then(|v| v.parse().ok());
     check_version(path, version)?;
-    let reader = builder
-        .build()
-        .with_context(|| format!("{} is not a readable Parquet file", path.display()))?;
-    reader
+    let reader = match builder.build() {
+        Ok(reader) => reader,
+        Err(e) => return Ok(Err(unreadable(e))),
+    };
+    Ok(reader
         .map(|batch| batch.with_context(|| format!("reading {}", path.display())))
-        .collect()
+        .collect())
 }
 
 /// Value `i` of `column` as JSON.

@@ -696,7 +696,9 @@ mod tests {
     use arrow::compute::concat_batches;
     use arrow::datatypes::{Float64Type, UInt32Type, UInt64Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::fs::File;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
     use tracer_schema::{
         rows::{ApiArgs, DeviceTask},
         vocab::{
@@ -1245,6 +1247,40 @@ mod tests {
             files(&api_dir),
             ["part-000000.parquet", "part-000001.parquet"]
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A table directory that disappears under the sink (creating a file in it fails with
+    /// ENOENT, as on a broken disk): its parts wait in memory, the oldest are dropped past
+    /// the bound, and what is never written is counted lost; the other tables are intact.
+    #[test]
+    fn unwritable_parts_are_kept_bounded_and_counted() {
+        let dir = scratch("unwritable");
+        let opts = SinkOptions {
+            max_unwritten_bytes: 1,
+            ..SinkOptions::new("node-1")
+        };
+        let mut s = ParquetSink::create(&dir, opts).unwrap();
+        fs::remove_dir_all(dir.join("api/host=node-1")).unwrap();
+        s.write_api(&[api_row(1), api_row(2)]).unwrap();
+        s.write_markers(&[marker_row(1)]).unwrap();
+        s.flush().unwrap();
+        s.write_api(&[api_row(3)]).unwrap();
+        let stats = s.finish().unwrap();
+        assert_eq!(stats.rows["api"], 3);
+        assert_eq!(stats.rows_lost.get("api"), Some(&3));
+        assert_eq!(stats.rows_lost.get("marker"), None);
+        assert!(stats.write_errors >= 1);
+        assert!(
+            stats
+                .write_error
+                .as_deref()
+                .is_some_and(|e| e.contains("No such file")),
+            "{stats:?}"
+        );
+        assert_eq!(files(&dir.join("marker/host=node-1")).len(), 1);
+        // The error itself is a critical event (rows of the sink's own).
+        assert_eq!(stats.rows["critical_event"], 1);
         fs::remove_dir_all(&dir).unwrap();
     }
 
