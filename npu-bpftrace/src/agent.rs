@@ -29,12 +29,12 @@ use tracer_core::{
     soclog::{PassiveChannels, SocBatch},
 };
 use tracer_schema::session::{
-    ActivityStats, ChipSummary, ClockSummary, CorrelateStats, OutputStats, Session,
+    ActivityStats, AttachedFile, ChipSummary, ClockSummary, CorrelateStats, OutputStats, Session,
 };
 
 use crate::{
     attach::{Attacher, Selection},
-    bpf::{Probes, UprobeMode},
+    bpf::{AttachKind, Probes, UprobeMode},
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
     driver::{self, Chip, Devices, Driver},
@@ -251,25 +251,129 @@ fn has_bpf_capabilities() -> bool {
 }
 
 fn check_attachable(pid: u32) -> Result<()> {
-    if !PathBuf::from(format!("/proc/{pid}")).exists() {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         bail!("no such process: {pid}");
-    }
-    let libs = discovery::mapped_libraries(pid)?;
-    if libs.is_empty() {
-        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    };
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let comm = comm.trim();
+    // The state follows the command name, which is in parentheses and may hold any byte.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    if matches!(state, Some('Z' | 'X')) {
         bail!(
-            "process {pid} ({}) maps no CANN library (libascendcl.so, libruntime.so, libhccl.so, \
-             libms_tools_ext.so, libascend_hal.so); is it an NPU program?",
-            comm.trim()
+            "process {pid} ({comm}) has exited: it is a zombie waiting for its parent to \
+             collect its status, with nothing left to trace"
+        );
+    }
+    let libs = discovery::mapped_libraries(pid).map_err(|e| {
+        if process_alive(pid) {
+            e
+        } else {
+            anyhow::anyhow!("process {pid} ({comm}) exited while its libraries were read")
+        }
+    })?;
+    if libs.is_empty() {
+        bail!(
+            "process {pid} ({comm}) maps no CANN library (libascendcl.so, libruntime.so, libhccl.so, \
+             libms_tools_ext.so, libascend_hal.so); is it an NPU program?"
         );
     }
     Ok(())
+}
+
+/// Warns about a `--lib` that contributes nothing: no CANN library file there, or files
+/// that define none of the enabled functions (a stripped build, another library).
+fn warn_useless_libs(libs: &[PathBuf], attached: &[AttachedFile]) {
+    for lib in libs {
+        let lib_real = fs::canonicalize(lib).unwrap_or_else(|_| lib.clone());
+        let files: Vec<&AttachedFile> = attached
+            .iter()
+            .filter(|f| {
+                let real = fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone());
+                real.starts_with(&lib_real) || f.path.starts_with(lib)
+            })
+            .collect();
+        if files.is_empty() {
+            eprintln!(
+                "npu-bpftrace: warning: --lib {}: no CANN library file there (libascendcl.so, \
+                 libruntime.so, libhccl.so, libms_tools_ext.so, libascend_hal.so)",
+                lib.display()
+            );
+        } else if files.iter().all(|f| f.functions.is_empty()) {
+            eprintln!(
+                "npu-bpftrace: warning: --lib {}: none of the enabled functions is defined in \
+                 its {} file(s) (stripped of symbols? `npu-bpftrace probes` lists what is traced)",
+                lib.display(),
+                files.len()
+            );
+        }
+    }
+}
+
+/// The line that says tracing is on: how many functions are probed, in how many library
+/// files, for which processes.
+fn announce(opts: &TraceOptions, attacher: &Attacher, processes: usize, targets: &[u32]) {
+    let probes = attacher.function_count();
+    let files = attacher
+        .attached()
+        .iter()
+        .filter(|f| !f.functions.is_empty())
+        .count();
+    let whom = match &opts.mode {
+        Mode::Attach(_) => format!("in {} processes", targets.len()),
+        Mode::Command(_) => format!(
+            "in 1 process (the command, pid {}, and its children as they start)",
+            targets.first().copied().unwrap_or(0)
+        ),
+        Mode::SystemWide => format!("in {processes} processes (and any that start later)"),
+    };
+    eprintln!("npu-bpftrace: attached {probes} probes {whom}, {files} library files; tracing");
+}
+
+/// Waits, with progress on stderr, while a previous session's detached helper releases its
+/// probes: releasing perf-event uprobes holds the kernel mutex that making them needs, so
+/// attaching meanwhile stalls (and can fail) without a word.
+fn wait_for_previous_release() {
+    const LIMIT: Duration = Duration::from_secs(120);
+    let started = std::time::Instant::now();
+    let mut said = None;
+    loop {
+        let releasing = crate::bpf::releasing_sessions();
+        if releasing == 0 {
+            if said.is_some() {
+                eprintln!(
+                    "npu-bpftrace: previous probes released after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            return;
+        }
+        let waited = started.elapsed();
+        if waited > LIMIT {
+            eprintln!("npu-bpftrace: previous probes still being released; attaching anyway");
+            return;
+        }
+        let secs = waited.as_secs();
+        if said.is_none_or(|last| secs >= last + 5) {
+            eprintln!(
+                "npu-bpftrace: waiting for {releasing} previous session(s) to release their probes \
+                 ({secs} s; perf-event uprobes take ~0.1 s each)"
+            );
+            said = Some(secs);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
     // First: from now on a stop signal is a request to finish cleanly, at any stage.
     let mut signals = StopSignals::install().context("installing the signal handlers")?;
     let mut probes = load_probes(&opts)?;
+    if probes.attach_kind() == AttachKind::PerfEvent {
+        // Perf-event uprobes are made and released under one kernel mutex.
+        wait_for_previous_release();
+    }
     let mut child = match &opts.mode {
         Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
         _ => None,
@@ -283,6 +387,10 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
         probes.add_target(pid)?;
     }
     let initial = initial_libraries(&opts)?;
+    let processes = match &opts.mode {
+        Mode::SystemWide => discovery::scan_processes().len(),
+        _ => targets.len(),
+    };
     let host = SinkOptions::default().host;
     let sink = ParquetSink::create_in(out.try_clone()?, SinkOptions::new(host.clone()))?;
     // The pipeline, with the device profiling channel, starts before any probe: every
@@ -301,6 +409,8 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
     session.attached = attacher.attached().to_vec();
     session.chip = Some(pipeline.chip.clone());
     session::write(&session, &out, true)?;
+    warn_useless_libs(&opts.libs, attacher.attached());
+    announce(&opts, &attacher, processes, &session.targets);
     if let Some(child) = &mut child {
         child.release()?;
     }

@@ -367,6 +367,28 @@ impl Probes {
     }
 }
 
+/// The name (`comm`) of the helper process that releases a session's probes.
+const RELEASE_COMM: &[u8] = b"npu-bpf-release";
+
+/// Helper processes of earlier sessions still releasing their probes.
+pub fn releasing_sessions() -> usize {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    procs
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("comm"))
+                .is_ok_and(|comm| comm.strip_suffix(b"\n").unwrap_or(&comm) == RELEASE_COMM)
+        })
+        .count()
+}
+
 /// Forks a grandchild that holds copies of every fd (the BPF links among them) until this
 /// process has exited, then closes them, so the kernel's slow releases happen there.
 /// The grandchild gives up stdin/stdout/stderr at once: whoever reads our output must see
@@ -383,6 +405,10 @@ fn release_in_background() {
         let child = libc::fork();
         if child == 0 {
             if libc::fork() == 0 {
+                // So the next session can tell that probes are still being released.
+                let mut name = [0u8; 16];
+                name[..RELEASE_COMM.len()].copy_from_slice(RELEASE_COMM);
+                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
                 libc::close(write_end);
                 for fd in 0..3 {
                     libc::close(fd);

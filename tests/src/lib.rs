@@ -36,6 +36,11 @@ pub fn npu_bpftrace() -> PathBuf {
     bin
 }
 
+/// `npu-bpftrace ARGS`, plain.
+pub fn npu_bpftrace_command() -> Command {
+    Command::new(npu_bpftrace())
+}
+
 /// `npu-bpftrace ARGS` with the simulator's environment (as after sourcing set_env.sh) and
 /// ground truth going to `truth`.
 pub fn tracer_command(truth: &Path) -> Command {

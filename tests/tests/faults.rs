@@ -450,3 +450,75 @@ fn output_links_and_foreign_directories_are_refused() {
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 0);
 }
+
+/// A damaged part (truncated, as by a disk error) does not abort `report`: it is skipped
+/// with a warning that counts it, the report covers the other parts' rows exactly, and
+/// `--strict` makes it an error.
+#[test]
+fn report_skips_a_corrupt_part() {
+    let recording = tests::record(
+        "fault-corrupt-part",
+        &[],
+        &[
+            "npu-sim-app",
+            "train",
+            "--steps",
+            "20",
+            "--step-sleep-ms",
+            "100",
+        ]
+        .map(String::from),
+    );
+    let dir = &recording.dir;
+    let all = read_table(dir, "api").len();
+    let host_dir = std::fs::read_dir(dir.join("api"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(&host_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    parts.sort();
+    let victim = &parts[0];
+    let len = std::fs::metadata(victim).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(victim)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let left = tracer_schema::dataset::Dataset::open_skipping_corrupt(dir)
+        .unwrap()
+        .table("api")
+        .rows();
+    assert!(left < all, "the damaged part held rows");
+
+    let output = tests::npu_bpftrace_command()
+        .args(["report", "--format", "json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("1 corrupt parts skipped"), "{stderr}");
+    assert!(stderr.contains(&victim.display().to_string()), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let calls: u64 = report["api"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(calls, left as u64);
+
+    let strict = tests::npu_bpftrace_command()
+        .args(["report", "--strict"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("--strict"));
+}
