@@ -321,6 +321,7 @@ fn announce(opts: &TraceOptions, attacher: &Attacher, processes: usize, targets:
         .filter(|f| !f.functions.is_empty())
         .count();
     let whom = match &opts.mode {
+        Mode::Attach(_) if targets.len() == 1 => "in 1 process".to_owned(),
         Mode::Attach(_) => format!("in {} processes", targets.len()),
         Mode::Command(_) => format!(
             "in 1 process (the command, pid {}, and its children as they start)",

@@ -522,3 +522,92 @@ fn report_skips_a_corrupt_part() {
     assert_eq!(strict.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&strict.stderr).contains("--strict"));
 }
+
+/// Clear states: attaching to a zombie says so; a `--lib` with nothing traceable is
+/// warned about; every mode says when it is ready ("attached N probes in M processes").
+#[test]
+fn unclear_states_are_named() {
+    let (scratch, truth, dir) = scratch("fault-states");
+    // A zombie: a child that exited and that nobody has waited for yet.
+    let mut dead = Command::new("true").spawn().unwrap();
+    while !zombie(dead.id()) {
+        sleep(Duration::from_millis(10));
+    }
+    let output = tracer_command(&truth)
+        .args(["attach", "--pid", &dead.id().to_string()])
+        .output()
+        .unwrap();
+    let _ = dead.wait();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("has exited: it is a zombie"), "{stderr}");
+
+    let not_cann = scratch.join("not-cann");
+    std::fs::create_dir_all(&not_cann).unwrap();
+    std::fs::copy("/bin/true", not_cann.join("libascendcl.so")).unwrap();
+    let nothing = scratch.join("nothing");
+    std::fs::create_dir_all(&nothing).unwrap();
+    let output = tracer_command(&truth)
+        .args(["record", "--lib"])
+        .arg(&not_cann)
+        .arg("--lib")
+        .arg(&nothing)
+        .arg("--out")
+        .arg(&dir)
+        .args(["--", "npu-sim-app", "alloc"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--lib {}: none of the enabled functions",
+            not_cann.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "--lib {}: no CANN library file there",
+            nothing.display()
+        )),
+        "{stderr}"
+    );
+    let attached = session(&dir).attached;
+    let probes: usize = attached.iter().map(|f| f.functions.len()).sum();
+    assert!(
+        stderr.contains(&format!("attached {probes} probes in 1 process")),
+        "{stderr}"
+    );
+}
+
+/// A session right after one with perf-event uprobes waits, and says so, until the earlier
+/// session's probes are released, then traces every call.
+#[test]
+fn waiting_for_a_previous_release_is_shown() {
+    let _serial = one_at_a_time();
+    let run = |name: &str| {
+        let (_, truth, dir) = scratch(name);
+        let output = tracer_command(&truth)
+            .env("NPU_BPFTRACE_UPROBE_MULTI", "0")
+            .args(["record", "--domain", "mstx,hccl", "--out"])
+            .arg(&dir)
+            .args(["--", "npu-sim-app", "alloc"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        stderr
+    };
+    run("fault-release-a");
+    let stderr = run("fault-release-b");
+    assert!(stderr.contains("to release their probes"), "{stderr}");
+    assert!(
+        stderr.contains("previous probes released after"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.find("released after") < stderr.find("attached"),
+        "waited before attaching: {stderr}"
+    );
+}
