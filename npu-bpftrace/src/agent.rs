@@ -35,6 +35,7 @@ use tracer_schema::session::{
 use crate::{
     attach::{Attacher, Selection},
     bpf::{AttachKind, Probes, UprobeMode},
+    caps,
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
     driver::{self, Chip, Devices, Driver},
@@ -174,7 +175,10 @@ fn release_freed_memory() {
 
 /// Clear, early errors for what a user can fix. Returns the output directory, open.
 fn preflight(opts: &TraceOptions) -> Result<OutDir> {
-    ensure_privileged()?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        caps::ensure_privileged()?;
+    }
     if let Mode::Attach(pids) = &opts.mode {
         for &pid in pids {
             check_attachable(pid)?;
@@ -225,29 +229,6 @@ fn invoking_users() -> Vec<u32> {
         users.push(sudo);
     }
     users
-}
-
-fn ensure_privileged() -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 || has_bpf_capabilities() {
-        return Ok(());
-    }
-    bail!("loading BPF programs needs root, or the CAP_BPF and CAP_PERFMON capabilities (try sudo)")
-}
-
-/// Capability numbers (`linux/capability.h`) the BPF programs need.
-const CAP_PERFMON: u32 = 38;
-const CAP_BPF: u32 = 39;
-
-/// CAP_PERFMON and CAP_BPF in the effective set.
-fn has_bpf_capabilities() -> bool {
-    let needed = (1u64 << CAP_PERFMON) | (1u64 << CAP_BPF);
-    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|caps| caps & needed == needed)
 }
 
 fn check_attachable(pid: u32) -> Result<()> {
@@ -410,6 +391,10 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
     session.attached = attacher.attached().to_vec();
     session.chip = Some(pipeline.chip.clone());
     session::write(&session, &out, true)?;
+    // Attached: what the rest of the session does not need goes.
+    if let Err(e) = caps::drop_unneeded() {
+        eprintln!("npu-bpftrace: warning: could not drop capabilities: {e}");
+    }
     warn_useless_libs(&opts.libs, attacher.attached());
     announce(&opts, &attacher, processes, &session.targets);
     if let Some(child) = &mut child {
@@ -1143,6 +1128,7 @@ impl GatedChild {
         // SAFETY: dup2/close on inherited fds between fork and exec; async-signal-safe.
         unsafe {
             command.pre_exec(move || {
+                caps::clear_ambient_for_child();
                 if libc::dup2(read_fd, 3) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }

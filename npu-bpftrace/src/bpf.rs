@@ -524,18 +524,35 @@ fn permission_hint(err: anyhow::Error) -> anyhow::Error {
     }
 }
 
-/// Tracepoints need tracefs; mount it where the kernel expects it when nobody has.
+/// Tracepoints need tracefs at /sys/kernel/tracing. When it is not mounted, it is mounted
+/// with mount(2) (which needs CAP_SYS_ADMIN), never by running mount(8).
 fn ensure_tracefs() -> Result<()> {
-    let events = Path::new(TRACEFS).join("events");
-    if events.is_dir() {
+    if Path::new(TRACEFS).join("events").is_dir() {
         return Ok(());
     }
-    let status = std::process::Command::new("mount")
-        .args(["-t", "tracefs", "nodev", TRACEFS])
-        .status()
-        .context("running mount for tracefs")?;
-    if !status.success() || !events.is_dir() {
-        bail!("tracefs is not mounted at {TRACEFS} and mounting it failed");
+    match std::fs::metadata(Path::new(TRACEFS).join("events")) {
+        // Mounted but not ours to read (mode 0700): the capability is what is missing.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => bail!(
+            "cannot read {TRACEFS} (the tracepoints' ids): run as root or add CAP_DAC_READ_SEARCH"
+        ),
+        _ => {}
+    }
+    // SAFETY: NUL-terminated strings; mount(2) reads them only.
+    let mounted = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            c"/sys/kernel/tracing".as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    } == 0;
+    if !mounted {
+        let err = io::Error::last_os_error();
+        bail!(
+            "tracefs is not mounted at {TRACEFS} and mounting it failed ({err}): mount it \
+             (mount -t tracefs nodev {TRACEFS}) or run with CAP_SYS_ADMIN"
+        );
     }
     Ok(())
 }

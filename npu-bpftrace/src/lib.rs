@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod attach;
 pub mod bpf;
+pub mod caps;
 pub mod channel;
 pub mod discovery;
 pub mod driver;
