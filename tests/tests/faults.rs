@@ -611,3 +611,78 @@ fn waiting_for_a_previous_release_is_shown() {
         "waited before attaching: {stderr}"
     );
 }
+
+/// Least privilege: as an ordinary user (nobody) with exactly CAP_BPF, CAP_PERFMON and
+/// CAP_DAC_READ_SEARCH (tracefs is mode 0700 here; the tracepoint ids are read there), the
+/// agent records every call of the truth; once attached, every thread of it holds only
+/// CAP_BPF and CAP_PERFMON, and the traced command none.
+#[test]
+fn least_privilege_records_everything_and_drops_the_rest() {
+    let _serial = one_at_a_time();
+    let (scratch, truth, dir) = scratch("fault-privileges");
+    let nobody = 65534;
+    for path in [&scratch, &truth] {
+        std::os::unix::fs::chown(path, Some(nobody), Some(nobody)).unwrap();
+    }
+    let caps = "+bpf,+perfmon,+dac_read_search";
+    let template = tracer_command(&truth);
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(format!("--inh-caps={caps}"))
+        .arg(format!("--ambient-caps={caps}"))
+        .arg(template.get_program())
+        .args(["record", "--out"])
+        .arg(&dir)
+        .args([
+            "--",
+            "npu-sim-app",
+            "train",
+            "--steps",
+            "40",
+            "--step-sleep-ms",
+            "20",
+        ])
+        .stderr(Stdio::piped());
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    let (mut agent, pid) = spawn_workload(&mut cmd, &scratch.join("app.log"));
+    wait_started(&dir, &mut agent);
+    // setpriv execs the agent: the child is the agent itself.
+    let bpf_perfmon = (1u64 << 39) | (1 << 38);
+    let threads: Vec<u64> = std::fs::read_dir(format!("/proc/{}/task", agent.id()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("status")).ok())
+        .map(|status| cap_eff(&status))
+        .collect();
+    assert!(threads.len() > 1);
+    assert!(
+        threads.iter().all(|&c| c == bpf_perfmon),
+        "every thread keeps CAP_BPF and CAP_PERFMON only: {threads:x?}"
+    );
+    let workload = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert_eq!(
+        cap_eff(&workload),
+        0,
+        "the traced command has no capabilities"
+    );
+    let status = wait_within(&mut agent, Duration::from_secs(60));
+    let stderr = stderr_of(agent);
+    assert!(status.success(), "{status}\n{stderr}");
+    assert_api_matches(&read_table(&dir, "api"), &truth_calls(&truth, pid));
+    let session = session(&dir);
+    assert!(session.complete);
+    assert_eq!(session.total_drops(), 0);
+}
+
+/// CapEff of a /proc status file.
+fn cap_eff(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .expect("CapEff")
+}
