@@ -686,3 +686,58 @@ fn cap_eff(status: &str) -> u64 {
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
         .expect("CapEff")
 }
+
+/// The agent is SIGKILLed while tracing: every part it renamed into place is complete and
+/// readable, they hold every call that returned up to about a second before the kill (one
+/// flush period), no part is damaged, and session.json is the preliminary one.
+#[test]
+fn agent_sigkill_leaves_readable_parts() {
+    let _serial = one_at_a_time();
+    let (scratch, truth, dir) = scratch("fault-agent-sigkill");
+    let (app, pid) = start_long_train(&truth, &scratch.join("app.log"), "2026");
+    let mut agent = tracer_command(&truth)
+        .args(["attach", "--pid", &pid.to_string(), "--ringbuf-mb", "64"])
+        .arg("--out")
+        .arg(&dir)
+        .spawn()
+        .unwrap();
+    wait_started(&dir, &mut agent);
+    sleep(Duration::from_millis(2500));
+    let killed_ns = monotonic_ns();
+    kill(agent.id(), libc::SIGKILL);
+    let _ = agent.wait();
+    stop(app);
+    let session = session(&dir);
+    assert!(
+        !session.complete,
+        "a killed agent leaves the preliminary session.json"
+    );
+    // Dataset::open (strict) fails on any unreadable part.
+    let rows = read_table(&dir, "api");
+    let last_end = rows
+        .iter()
+        .filter_map(|r| r["end_ns"].as_u64())
+        .max()
+        .unwrap();
+    let lost_ns = killed_ns.saturating_sub(last_end);
+    assert!(
+        lost_ns < 2_000_000_000,
+        "the last durable call ended {lost_ns} ns before the kill"
+    );
+    let checked = assert_window_complete(
+        &rows,
+        &truth_of(&truth, pid),
+        session.clock_start.monotonic_ns,
+    );
+    assert!(checked > 50, "only {checked} calls");
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
