@@ -371,7 +371,10 @@ mod tests {
         fs::create_dir_all(&dir).expect("dir");
         write_part(&part, Some(&crate::SCHEMA_VERSION.to_string()));
         assert_eq!(
-            read_parquet(&part).expect("current version")[0].num_rows(),
+            read_parquet(&part)
+                .expect("current version")
+                .expect("readable")[0]
+                .num_rows(),
             1
         );
         for (stamp, says) in [(Some("1"), "older"), (None, "older"), (Some("99"), "newer")] {
