@@ -184,7 +184,7 @@ fn status_line_only_on_a_terminal() {
     );
     assert!(text.contains(" calls, "), "final summary: {text}");
 
-    // Without a terminal, only the summary line.
+    // Without a terminal, only the line that says tracing is on and the summary.
     let quiet = record(
         "record-status-quiet",
         &[],
@@ -192,12 +192,11 @@ fn status_line_only_on_a_terminal() {
     );
     let stderr = String::from_utf8_lossy(&quiet.output.stderr);
     assert!(!stderr.contains("processes |"), "{stderr}");
-    assert_eq!(
-        stderr
-            .lines()
-            .filter(|l| l.starts_with("npu-bpftrace: "))
-            .count(),
-        1,
-        "{stderr}"
-    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("npu-bpftrace: "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(lines[0].contains(" probes in 1 process "), "{stderr}");
+    assert!(lines[1].contains(" calls, "), "{stderr}");
 }
