@@ -104,12 +104,9 @@ fn run(seed: u64, records: usize) {
         let mut clock = 1_000_000;
         let mut rows = 0;
         for i in 0..records {
-            match decode(&ring_bytes(&mut rng, &kinds)) {
-                Ok(Decoded::Record(mut record)) => {
-                    steer(&mut rng, &mut record, &mut clock);
-                    correlator.push(&record, &mut ());
-                }
-                Ok(_) | Err(_) => {}
+            if let Ok(Decoded::Record(mut record)) = decode(&ring_bytes(&mut rng, &kinds)) {
+                steer(&mut rng, &mut record, &mut clock);
+                correlator.push(&record, &mut ());
             }
             if rng.below(50) == 0 {
                 let device = rng.below(2) as u32;
