@@ -1,7 +1,7 @@
 //! The Chrome Trace Event Format: the JSON that chrome://tracing, Perfetto UI and MindStudio
 //! Insight open, and that msprof's `trace_view.json` uses. The file is one object,
 //! `{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}`, with one event per
-//! line, written as the [timeline](super::timeline) walks the tables: it is never built in
+//! line, written as the [`timeline`] walks the tables: it is never built in
 //! memory.
 //!
 //! Times are the format's microseconds, with nanoseconds as fractions: `ts` is the traced

@@ -1,12 +1,12 @@
 //! Perfetto's native trace format: a `perfetto.protos.Trace`, the repeated `TracePacket`s of
 //! one packet sequence, encoded with the types generated from Perfetto's own `.proto` files
 //! (the `perfetto_protos` crate) and written packet by packet as the
-//! [timeline](super::timeline) walks the tables.
+//! [`timeline`] walks the tables.
 //!
 //! - Tracks are `TrackDescriptor` packets, written before their first event: a process
 //!   descriptor per traced process (pid in the file: its pid, offset per host like the
 //!   Chrome format's) and a thread descriptor per thread; a process descriptor per device
-//!   (`NPU <id>`, pid [`DEVICE_PID`](super::chrome::DEVICE_PID) + id) with a child track per
+//!   (`NPU <id>`, pid [`super::chrome::DEVICE_PID`] + id) with a child track per
 //!   stream and per communicator and rank; child tracks of a thread's process for its mstx
 //!   ranges and its operators; counter tracks (memory in use, in bytes; copy bandwidth per
 //!   stream, GB/s); a global track for critical events.

@@ -648,10 +648,11 @@ mod perfetto_trace {
                     ts: packet.timestamp(),
                     kind: e.type_(),
                     track: e.track_uuid(),
-                    name: e
-                        .has_name_iid()
-                        .then(|| names[&e.name_iid()].clone())
-                        .unwrap_or_default(),
+                    name: if e.has_name_iid() {
+                        names[&e.name_iid()].clone()
+                    } else {
+                        String::new()
+                    },
                     category: e
                         .category_iids
                         .first()

@@ -424,12 +424,12 @@ impl Walker<'_, '_> {
         self.each(t, &[&columns[..], &args.columns()].concat(), |w, b| {
             let (times, kinds, messages) = (b.u64s("ts_ns")?, b.text("kind")?, b.text("message")?);
             let values = args.read(b)?;
-            for i in 0..b.rows() {
+            for (i, ts) in times.into_iter().enumerate() {
                 let kind = kinds.get(i).unwrap_or("");
                 let name = format!("{kind}: {}", messages.get(i).unwrap_or(""));
                 let mut args = values.of(i);
                 args.push(("host", Value::Text(b.host.to_owned())));
-                let ts = times[i].unwrap_or(0);
+                let ts = ts.unwrap_or(0);
                 w.sink
                     .instant(&Track::Global, "critical_event", &name, ts, args)?;
             }
