@@ -197,7 +197,10 @@ fn decode(path: &Path) -> Vec<Event> {
             events.push(Event {
                 ts: packet.timestamp(),
                 track: format!("{parent}/{name}"),
-                name: names.get(&e.name_iid()).cloned().unwrap_or_default(),
+                name: names
+                    .get(&e.name_iid())
+                    .cloned()
+                    .unwrap_or_else(|| e.name().to_owned()),
                 category: e
                     .category_iids
                     .first()

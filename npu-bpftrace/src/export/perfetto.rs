@@ -14,15 +14,14 @@
 //!   has no end), instants `TYPE_INSTANT`, counters `TYPE_COUNTER`. Timestamps are the
 //!   traced host's CLOCK_MONOTONIC nanoseconds, exact.
 //! - Names, categories and arg keys are interned (`InternedData`, sent with the first
-//!   packet that uses them); args are debug annotations.
+//!   packet that uses them), slice names up to [`MAX_INTERNED_NAMES`] of them; instants'
+//!   names (marks, critical events: often all different) are not. Args are debug
+//!   annotations.
 //! - Arrows: every outermost API call's begin carries `legacy_event.bind_id` with
 //!   `FLOW_OUT`, and every device task it submitted the same id with `FLOW_IN`: Perfetto
 //!   draws an arrow from the call to each of its tasks (`flow_ids` would chain the tasks one
 //!   after another instead).
-use std::{
-    collections::{HashMap, hash_map::Entry},
-    io::Write,
-};
+use std::{collections::HashMap, io::Write};
 
 use anyhow::{Context, Result};
 use perfetto_protos::{
@@ -52,6 +51,10 @@ const SEQUENCE: u32 = 1;
 
 /// Field number of `Trace.packet`.
 const TRACE_PACKET: u32 = 1;
+
+/// Event names interned at most: names beyond (mstx messages and critical events can all
+/// differ) are written out in each event, so that memory stays bounded.
+const MAX_INTERNED_NAMES: usize = 16_384;
 
 /// Writes `dataset` to `out`; `progress` shows a progress bar on stderr.
 pub fn write(dataset: &Dataset, mut out: impl Write, progress: bool) -> Result<Summary> {
@@ -274,7 +277,8 @@ impl<'o, 'w, 'd> Writer<'o, 'w, 'd> {
         Ok(d)
     }
 
-    /// A track event at `ts` on `track`, with its name, category and arg keys interned.
+    /// A track event at `ts` on `track`, with its category and arg keys interned, and its
+    /// name too unless it is an instant's.
     fn event(
         &mut self,
         track: &Track,
@@ -290,7 +294,13 @@ impl<'o, 'w, 'd> Writer<'o, 'w, 'd> {
         event.set_track_uuid(uuid);
         if let Some((cat, name)) = named {
             event.category_iids.push(self.category(cat, &mut interned));
-            event.set_name_iid(self.name(name, &mut interned));
+            let iid = (kind != EventType::TYPE_INSTANT)
+                .then(|| self.name(name, &mut interned))
+                .flatten();
+            match iid {
+                Some(iid) => event.set_name_iid(iid),
+                None => event.set_name(name.to_owned()),
+            }
         }
         for (key, value) in args {
             let mut annotation = DebugAnnotation::new();
@@ -319,20 +329,23 @@ impl<'o, 'w, 'd> Writer<'o, 'w, 'd> {
         self.emit(packet)
     }
 
-    /// The iid of event name `name`, interned in `interned` when new.
-    fn name(&mut self, name: &str, interned: &mut InternedData) -> u64 {
-        let next = self.names.len() as u64 + 1;
-        match self.names.entry(name.to_owned()) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => {
-                interned.event_names.push(EventName {
-                    iid: Some(next),
-                    name: Some(name.to_owned()),
-                    ..EventName::default()
-                });
-                *e.insert(next)
-            }
+    /// The iid of event name `name`, interned in `interned` when new; None once
+    /// [`MAX_INTERNED_NAMES`] are.
+    fn name(&mut self, name: &str, interned: &mut InternedData) -> Option<u64> {
+        if let Some(&iid) = self.names.get(name) {
+            return Some(iid);
         }
+        if self.names.len() >= MAX_INTERNED_NAMES {
+            return None;
+        }
+        let iid = self.names.len() as u64 + 1;
+        interned.event_names.push(EventName {
+            iid: Some(iid),
+            name: Some(name.to_owned()),
+            ..EventName::default()
+        });
+        self.names.insert(name.to_owned(), iid);
+        Some(iid)
     }
 
     fn category(&mut self, cat: &'static str, interned: &mut InternedData) -> u64 {

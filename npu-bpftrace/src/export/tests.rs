@@ -651,7 +651,7 @@ mod perfetto_trace {
                     name: if e.has_name_iid() {
                         names[&e.name_iid()].clone()
                     } else {
-                        String::new()
+                        e.name().to_owned()
                     },
                     category: e
                         .category_iids

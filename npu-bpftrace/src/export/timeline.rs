@@ -220,6 +220,14 @@ impl Walker<'_, '_> {
     /// the order they come in).
     fn spans(&mut self, t: &Table, spec: &SpanTable) -> Result<()> {
         let columns = ["pid", "tid", "name", "start_ns", "end_ns", "correlation_id"];
+        if let Some(missing) = columns.iter().find(|c| t.rows() > 0 && !t.has_column(c)) {
+            // A table of another schema version than this build knows: the rest still shows.
+            eprintln!(
+                "npu-bpftrace: left out table {}: it has no column `{missing}`",
+                spec.name
+            );
+            return Ok(());
+        }
         let outermost = t.has_column("parent_correlation_id");
         let args = ArgSpec::new(t, spec.args);
         let mut scanned = [&columns[..], &args.columns()].concat();
@@ -623,12 +631,12 @@ const OPERATORS: SpanTable = SpanTable {
     flows: false,
     args: &[
         ("correlation_id", Kind::Unsigned),
-        ("domain", Kind::Text),
-        ("op_type", Kind::Text),
-        ("workspace_size", Kind::Unsigned),
+        ("kind", Kind::Text),
+        ("api_name", Kind::Text),
+        ("library", Kind::Text),
+        ("workspace_bytes", Kind::Unsigned),
         ("executor", Kind::Hex),
         ("stream", Kind::Hex),
-        ("model_id", Kind::Unsigned),
         ("return_value", Kind::Signed),
     ],
 };
@@ -650,6 +658,9 @@ const TASK_ARGS: &[(&str, Kind)] = &[
     ("status", Kind::Unsigned),
     ("pid", Kind::Unsigned),
     ("tid", Kind::Unsigned),
+    // The operator a task was launched in, where the dataset records it.
+    ("op_correlation_id", Kind::Unsigned),
+    ("op_name", Kind::Text),
 ];
 
 const EVENT_ARGS: &[(&str, Kind)] = &[

@@ -509,6 +509,9 @@ fn api(t: &Table, rows: &Rows) -> Result<Vec<ApiStat>> {
 /// Operators by name, where the dataset has an `op` table (none: no rows).
 fn operators(t: &Table, rows: &Rows) -> Result<Vec<OperatorStat>> {
     let mut groups: BTreeMap<String, Times> = BTreeMap::new();
+    if t.rows() == 0 {
+        return Ok(Vec::new());
+    }
     rows.scan(t, &["name", "end_ns"], |b, kept| {
         let (names, durations) = (b.text("name")?, b.durations()?);
         for i in kept {
