@@ -32,7 +32,8 @@ use tracer_catalog::{CATALOG, Domain};
       sudo npu-bpftrace record --system-wide --out /data/trace\n  \
       npu-bpftrace probes                              list what can be traced\n  \
       npu-bpftrace report DIR                          summarize a recorded trace\n  \
-      npu-bpftrace export DIR -o trace.json            timeline for Perfetto UI / chrome://tracing\n\n\
+      npu-bpftrace export DIR -o trace.json            timeline for Perfetto UI / chrome://tracing\n  \
+      npu-bpftrace export DIR --format perfetto -o trace.pftrace\n\n\
       Output: DIR/<table>/host=<host>/part-<n>.parquet and DIR/session.json, tables api, marker,\n\
       kernel, memcpy, memset, sync, memory, hccl, critical_event; read it with `npu-bpftrace\n\
       report` or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;\n\n\
@@ -84,12 +85,15 @@ pub(crate) enum Command {
     },
     /// Summarize a recorded dataset, like `nsys stats`.
     ///
-    /// Prints top kernels by device time, API calls by host time with errors, copies by
+    /// Prints top kernels by device time and API calls (and operators) by host time, each
+    /// with count, total, mean, median, p95, p99, min, max and standard deviation, copies by
     /// direction with bandwidth, HCCL collectives with per-rank arrival skew, mstx ranges, and
     /// whether the trace is complete (critical events, drops). It reads the Parquet files
     /// back, so it also proves they are readable.
     #[command(after_help = "Examples:\n  \
       npu-bpftrace report ./npu-trace-20250101-120000\n  \
+      npu-bpftrace report DIR --top 10 --name 'matmul|gelu'\n  \
+      npu-bpftrace report DIR --rank 0 --from 2s --to 5s\n  \
       npu-bpftrace report DIR --format json | jq '.kernels[:5]'\n  \
       npu-bpftrace report DIR --format csv > stats.csv\n\n\
       Times are device time for kernels, copies and collectives, host time for API calls.\n\
@@ -105,20 +109,24 @@ pub(crate) enum Command {
         /// Fail on a corrupt part instead of skipping it with a warning.
         #[arg(long)]
         strict: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Write a recorded dataset as a timeline file for trace viewers.
     ///
-    /// The Chrome Trace Event Format JSON (what msprof's trace_view.json uses) shows every
-    /// traced process with its threads' API calls and mstx ranges and marks, its device
-    /// memory in use as a counter, and one track per NPU stream with the kernels, copies,
-    /// memsets, collectives and event records and waits that ran there, with an arrow from
-    /// the API call that launched each task; critical events are marks across the whole
-    /// timeline.
+    /// The timeline shows every traced process with its threads' API calls (nested), mstx
+    /// ranges and marks and operators, its memory in use as counters, one track per NPU
+    /// stream with the kernels, copies, memsets and event records and waits that ran there,
+    /// one per HCCL communicator and rank with its collectives, copy bandwidth counters, and
+    /// an arrow from each API call to every device task it launched; critical events are
+    /// marks across the whole timeline. Tables are streamed: memory use does not grow with
+    /// the trace.
     #[command(after_help = "Examples:\n  \
       npu-bpftrace export ./npu-trace-20250101-120000 -o trace.json\n  \
-      npu-bpftrace export DIR --format chrome -o trace.json\n\n\
+      npu-bpftrace export DIR --format perfetto -o trace.pftrace\n\n\
       Open the file in Perfetto UI (https://ui.perfetto.dev, \"Open trace file\"; large files\n\
-      load best there), in chrome://tracing (\"Load\") or in MindStudio Insight.\n\
+      load best there, and best as --format perfetto), in chrome://tracing (\"Load\", JSON\n\
+      only) or in MindStudio Insight (JSON).\n\
       Times are each host's CLOCK_MONOTONIC in microseconds; the hosts of a multi-host\n\
       dataset are not aligned with each other. Device tasks that never completed while\n\
       traced have no device times and are left out (the count is printed).")]
@@ -162,6 +170,66 @@ pub(crate) struct TraceArgs {
     /// Ring-buffer size in MiB (a power of two); raise it if session.json reports drops.
     #[arg(long, default_value_t = DEFAULT_RINGBUF_BYTES >> 20, value_name = "MIB")]
     ringbuf_mb: u32,
+    /// Print the report (`npu-bpftrace report`) of the trace when recording ends.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Which rows `report` counts.
+#[derive(Debug, Args)]
+pub(crate) struct FilterArgs {
+    /// Only these processes, comma-separated pids (of any host).
+    #[arg(long = "pid", value_delimiter = ',', value_name = "PID")]
+    pids: Vec<u64>,
+    /// Only these hosts, comma-separated (the names of the host=<name> directories).
+    #[arg(long = "host", value_delimiter = ',', value_name = "HOST")]
+    hosts: Vec<String>,
+    /// Only the processes of these HCCL ranks, comma-separated (a process's rank in its
+    /// largest communicator, from the hccl table).
+    #[arg(long = "rank", value_delimiter = ',', value_name = "RANK")]
+    ranks: Vec<u64>,
+    /// Only kernels, API functions, operators, collectives, mstx messages and copy
+    /// directions whose name matches this regular expression (e.g. 'matmul|gelu', '^aclrt').
+    #[arg(long, value_name = "REGEX")]
+    name: Option<String>,
+    /// Only rows that start this long after the first timestamp of their host or later
+    /// (e.g. 2s, 500ms).
+    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    from: Option<Duration>,
+    /// Only rows that start before this long after the first timestamp of their host.
+    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    to: Option<Duration>,
+    /// Only the first N rows of each section (sections are sorted, largest first).
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+}
+
+impl FilterArgs {
+    fn filter(self) -> Result<report::Filter> {
+        let name = self
+            .name
+            .map(|re| {
+                regex::Regex::new(&re)
+                    .with_context(|| format!("--name: invalid regular expression '{re}'"))
+            })
+            .transpose()?;
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let (from, to) = (self.from.map(ns), self.to.map(ns));
+        if let (Some(from), Some(to)) = (from, to)
+            && from >= to
+        {
+            bail!("--from must be before --to");
+        }
+        Ok(report::Filter {
+            pids: self.pids,
+            hosts: self.hosts,
+            ranks: self.ranks,
+            name,
+            from,
+            to,
+            top: self.top,
+        })
+    }
 }
 
 impl TraceArgs {
@@ -194,18 +262,21 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
                 (false, false) => Mode::Command(command),
                 (false, true) => bail!("record needs a command after `--`, or --system-wide"),
             };
-            finish(agent::trace(trace.options(mode)?)?)
+            let stats = trace.stats;
+            finish(agent::trace(trace.options(mode)?)?, stats)
         }
         Command::Attach { trace, pids } => {
-            finish(agent::trace(trace.options(Mode::Attach(pids))?)?)
+            let stats = trace.stats;
+            finish(agent::trace(trace.options(Mode::Attach(pids))?)?, stats)
         }
         Command::Probes { pid } => probes(pid),
         Command::Report {
             dir,
             format,
+            filter,
             strict,
         } => {
-            report::run(&dir, format, strict)?;
+            report::run(&dir, format, &filter.filter()?, strict)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Export { dir, format, out } => {
@@ -219,11 +290,11 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
 /// (disk full, read-only or failing file system). sysexits' EX_IOERR.
 pub(crate) const EXIT_TRACE_INCOMPLETE: u8 = 74;
 
-/// Prints the one-line summary. The exit status: the traced command's when it failed
-/// (128 + the signal when a signal ended it), 128 + the signal when a second stop signal
-/// ended a `record` session before its command exited, otherwise
+/// Prints the one-line summary (and with `stats` the report). The exit status: the traced
+/// command's when it failed (128 + the signal when a signal ended it), 128 + the signal when
+/// a second stop signal ended a `record` session before its command exited, otherwise
 /// [`EXIT_TRACE_INCOMPLETE`] when something could not be written, 0 when all is well.
-fn finish(summary: TraceSummary) -> Result<ExitCode> {
+fn finish(summary: TraceSummary, stats: bool) -> Result<ExitCode> {
     let s = &summary.session;
     let rows: u64 = s.rows.values().sum();
     eprintln!(
@@ -243,6 +314,14 @@ fn finish(summary: TraceSummary) -> Result<ExitCode> {
             caught.name()
         );
         return Ok(ExitCode::from(caught.exit_code()));
+    }
+    if stats {
+        report::run(
+            &summary.out_dir,
+            report::Format::Table,
+            &report::Filter::default(),
+            false,
+        )?;
     }
     if let Some(status) = summary.command_status
         && !status.success()
@@ -388,12 +467,42 @@ mod tests {
             (format, out),
             (export::Format::Chrome, PathBuf::from("t.json"))
         );
-        let err = parse(&["DIR", "--format", "perfetto", "-o", "t.json"]).expect_err("perfetto");
-        assert!(
-            err.to_string().contains("invalid value 'perfetto'"),
-            "{err}"
-        );
+        let Command::Export { format, .. } = parse(&["DIR", "--format", "perfetto", "-o", "t"])
+            .expect("perfetto")
+            .command
+        else {
+            panic!("not export");
+        };
+        assert_eq!(format, export::Format::Perfetto);
+        let err = parse(&["DIR", "--format", "nsys", "-o", "t"]).expect_err("no such format");
+        assert!(err.to_string().contains("invalid value 'nsys'"), "{err}");
         assert!(parse(&["DIR"]).is_err(), "no -o");
+    }
+
+    /// Report filters: comma lists, a regular expression, a window in either order.
+    #[test]
+    fn report_filters() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["npu-bpftrace", "report", "DIR"], args].concat())
+        };
+        let filter = |args: &[&str]| {
+            let Command::Report { filter, .. } = parse(args).expect("parses").command else {
+                panic!("not report");
+            };
+            filter.filter()
+        };
+        let f = filter(&[
+            "--pid", "1,2", "--rank", "0", "--name", "^acl", "--from", "2s",
+        ])
+        .expect("valid");
+        assert_eq!((f.pids, f.ranks), (vec![1, 2], vec![0]));
+        assert!(f.name.expect("regex").is_match("aclrtMemcpy"));
+        assert_eq!((f.from, f.to, f.top), (Some(2_000_000_000), None, None));
+        let err = filter(&["--name", "("]).expect_err("bad regex");
+        assert!(err.to_string().contains("--name"), "{err}");
+        let err = filter(&["--from", "5s", "--to", "1s"]).expect_err("inverted window");
+        assert!(err.to_string().contains("--from"), "{err}");
+        assert!(parse(&["--top", "ten"]).is_err());
     }
 
     #[test]

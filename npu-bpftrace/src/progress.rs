@@ -109,3 +109,52 @@ fn human(rate: f64) -> String {
         r => format!("{r:.0}"),
     }
 }
+
+/// A progress bar on stderr for work over a known number of rows (`export`), redrawn at
+/// most ten times a second; silent when not enabled (stderr is not a terminal).
+pub struct Bar {
+    label: &'static str,
+    total: u64,
+    done: u64,
+    enabled: bool,
+    drawn: Option<Instant>,
+}
+
+impl Bar {
+    pub fn new(label: &'static str, total: u64, enabled: bool) -> Self {
+        Self {
+            label,
+            total,
+            done: 0,
+            enabled,
+            drawn: None,
+        }
+    }
+
+    pub fn advance(&mut self, rows: u64) {
+        self.done += rows;
+        if !self.enabled || self.drawn.is_some_and(|t| t.elapsed().as_millis() < 100) {
+            return;
+        }
+        self.drawn = Some(Instant::now());
+        let share = self.done.min(self.total) as f64 / self.total.max(1) as f64;
+        let filled = (share * 30.0) as usize;
+        let line = format!(
+            "npu-bpftrace: {} [{}{}] {:>3.0}% {}/{} rows",
+            self.label,
+            "#".repeat(filled),
+            " ".repeat(30 - filled),
+            share * 100.0,
+            self.done,
+            self.total
+        );
+        let _ = write!(std::io::stderr(), "\r{line:<79}");
+    }
+
+    /// Clears the bar, if it was drawn, for the closing line.
+    pub fn finish(&self) {
+        if self.enabled && self.drawn.is_some() {
+            let _ = write!(std::io::stderr(), "\r{:<79}\r", "");
+        }
+    }
+}

@@ -8,19 +8,21 @@ use std::{
 use serde_json::Value;
 use tests::{Recording, npu_bpftrace, read_truth, record, sim_bin};
 
-fn train(name: &str, launcher_args: &[&str], steps: &str) -> Recording {
+/// A 2-rank training run of `steps` steps, recorded with the agent's `extra` arguments.
+fn train(name: &str, extra: &[&str], launcher_args: &[&str], steps: &str) -> Recording {
     let mut workload = vec![sim_bin("npu-sim-run"), "--nproc".into(), "2".into()];
     workload.extend(launcher_args.iter().map(|s| s.to_string()));
     workload.extend(["--", "npu-sim-app", "train", "--steps", steps].map(String::from));
-    record(name, &[], &workload)
+    record(name, extra, &workload)
 }
 
-/// `npu-bpftrace report DIR --format FORMAT`'s stdout; panics unless it succeeds.
-fn run_report(recording: &Recording, format: &str) -> String {
+/// `npu-bpftrace report DIR --format FORMAT [args]`'s stdout; panics unless it succeeds.
+fn run_report_with(recording: &Recording, format: &str, args: &[&str]) -> String {
     let out = Command::new(npu_bpftrace())
         .arg("report")
         .arg(&recording.dir)
         .args(["--format", format])
+        .args(args)
         .output()
         .expect("running npu-bpftrace report");
     assert!(
@@ -30,6 +32,10 @@ fn run_report(recording: &Recording, format: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 report")
+}
+
+fn run_report(recording: &Recording, format: &str) -> String {
+    run_report_with(recording, format, &[])
 }
 
 fn json_report(recording: &Recording) -> Value {
@@ -68,8 +74,13 @@ fn copy_kind(truth_name: &str) -> &str {
 
 #[test]
 fn report_matches_truth() {
-    let recording = train("report-train", &[], "5");
+    let recording = train("report-train", &["--stats"], &[], "5");
     let report = json_report(&recording);
+    let printed = String::from_utf8_lossy(&recording.output.stdout);
+    assert!(
+        printed.contains("Kernels by total device time") && printed.contains("p99"),
+        "record --stats prints the report:\n{printed}"
+    );
 
     let traced = by_key(&report, "kernels", "name", "count");
     let mut kernels: BTreeMap<String, u64> = BTreeMap::new();
@@ -144,6 +155,37 @@ fn report_matches_truth() {
         "{health}"
     );
 
+    // --rank 1: the kernels of the process whose HCCL rows say rank 1, with the median and
+    // tail of their device times.
+    let rank1: BTreeSet<u64> = recording
+        .table("hccl")
+        .iter()
+        .filter(|r| r["rank"] == 1)
+        .map(|r| r["pid"].as_u64().expect("pid"))
+        .collect();
+    assert_eq!(rank1.len(), 1, "one process is rank 1");
+    let mut rank_kernels: BTreeMap<String, u64> = BTreeMap::new();
+    for task in truth_tasks(&recording, "KERNEL") {
+        if rank1.contains(&task["pid"].as_u64().unwrap()) {
+            *rank_kernels
+                .entry(task["name"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+    }
+    let ranked: Value =
+        serde_json::from_str(&run_report_with(&recording, "json", &["--rank", "1"])).expect("JSON");
+    assert_eq!(by_key(&ranked, "kernels", "name", "count"), rank_kernels);
+    for k in ranked["kernels"].as_array().expect("kernels") {
+        let at = |key: &str| k[key].as_u64().unwrap_or_else(|| panic!("{key} of {k}"));
+        assert!(
+            at("min_ns") <= at("median_ns")
+                && at("median_ns") <= at("p95_ns")
+                && at("p95_ns") <= at("p99_ns")
+                && at("p99_ns") <= at("max_ns"),
+            "ordered distribution: {k}"
+        );
+    }
+
     let table = run_report(&recording, "table");
     for name in kernels.keys() {
         assert!(
@@ -160,6 +202,7 @@ fn straggler_shows_as_skew() {
     const LATE_MS: u64 = 20;
     let recording = train(
         "report-straggler",
+        &[],
         &["--straggler", &format!("1:{LATE_MS}")],
         "3",
     );

@@ -13,7 +13,7 @@ use tracer_schema::{
 
 use super::{
     Format, Summary,
-    chrome::{DEVICE_PID, HOST_STRIDE},
+    chrome::{COMMUNICATOR_TID, DEVICE_PID, HOST_STRIDE},
     export, run,
 };
 use crate::{
@@ -323,7 +323,17 @@ fn device_tasks_are_spans_on_their_streams() {
         3_250_000,
     );
     let collective = named(&of(&events, "X", "hccl"), "HcclAllReduce");
-    assert_span(collective, DEVICE_PID, 6, 6_050_000, 6_400_000);
+    assert_span(
+        collective,
+        DEVICE_PID,
+        COMMUNICATOR_TID,
+        6_050_000,
+        6_400_000,
+    );
+    assert_eq!(
+        track_name(&events, "thread_name", DEVICE_PID, Some(COMMUNICATOR_TID)),
+        "comm0/2 rank 0"
+    );
     assert_eq!(
         (&collective["args"]["comm_name"], &collective["args"]["seq"]),
         (&"comm0/2".into(), &0.into())
@@ -352,23 +362,30 @@ fn device_tasks_are_spans_on_their_streams() {
     assert_eq!((summary.processes, summary.devices), (1, 2));
 }
 
-/// Every task whose call was traced has one arrow, from that call's thread at its start to
-/// the task; the task of an untraced call has none.
+/// Every outermost call starts an arrow at its start on its thread; every task ends one,
+/// with the id of the call that has its correlation id (a task of an untraced call ends an
+/// arrow that no call starts, which viewers do not draw).
 #[test]
 fn flows_go_from_calls_to_their_tasks() {
     let dir = Scratch::new("export-flows");
     write_dataset(&dir);
     let (events, _) = trace(&dir);
-    let calls: HashMap<u64, &Value> = of(&events, "X", "api")
-        .into_iter()
-        .map(|e| (e["args"]["correlation_id"].as_u64().expect("id"), e))
+    let calls: Vec<&Value> = ["X", "B"]
+        .iter()
+        .flat_map(|ph| of(&events, ph, "api"))
         .collect();
-    let starts: HashMap<u64, &Value> = of(&events, "s", "flow")
+    let starts: HashMap<&str, &Value> = of(&events, "s", "flow")
         .into_iter()
-        .map(|e| (e["id"].as_u64().expect("flow id"), e))
+        .map(|e| (e["id"].as_str().expect("flow id"), e))
         .collect();
+    let outermost = calls
+        .iter()
+        .filter(|c| c["args"].get("parent_correlation_id").is_none())
+        .count();
+    assert_eq!((calls.len(), outermost), (9, 8));
+    assert_eq!(starts.len(), outermost, "an id per outermost call");
     let ends = of(&events, "f", "flow");
-    assert_eq!((starts.len(), ends.len()), (6, 6), "one id per arrow");
+    assert_eq!(ends.len(), 7, "one per task with device times");
     for cat in ["kernel", "memcpy", "memset", "hccl", "sync"] {
         for task in of(&events, "X", cat) {
             let arrows: Vec<_> = ends
@@ -376,17 +393,18 @@ fn flows_go_from_calls_to_their_tasks() {
                 .filter(|f| f["pid"] == task["pid"] && f["tid"] == task["tid"])
                 .filter(|f| f["ts"] == task["ts"])
                 .collect();
-            let Some(call) = calls.get(&task["args"]["correlation_id"].as_u64().expect("id"))
-            else {
-                assert!(arrows.is_empty(), "no call, no arrow: {task}");
-                continue;
-            };
             assert_eq!(arrows.len(), 1, "one arrow to {task}");
             assert_eq!(
                 (&arrows[0]["bp"], &arrows[0]["name"]),
-                (&"e".into(), &cat.into())
+                (&"e".into(), &"launch".into())
             );
-            let from = starts[&arrows[0]["id"].as_u64().expect("flow id")];
+            let id = arrows[0]["id"].as_str().expect("flow id");
+            let corr = &task["args"]["correlation_id"];
+            let Some(call) = calls.iter().find(|c| &c["args"]["correlation_id"] == corr) else {
+                assert!(!starts.contains_key(id), "no call, no start: {task}");
+                continue;
+            };
+            let from = starts[id];
             assert_eq!(
                 (&from["pid"], &from["tid"], &from["ts"]),
                 (&call["pid"], &call["tid"], &call["ts"]),
@@ -520,4 +538,272 @@ fn run_writes_a_file_or_says_why_not() {
         err.starts_with(&format!("cannot write {}", unwritable.display())),
         "{err}"
     );
+}
+
+/// A decoded Perfetto trace: its tracks by uuid and its track events in file order, names
+/// resolved through the interned data.
+mod perfetto_trace {
+    use std::collections::HashMap;
+
+    use perfetto_protos::{
+        debug_annotation::DebugAnnotation,
+        trace::Trace,
+        track_event::track_event::{Type, legacy_event::FlowDirection},
+    };
+    use protobuf::Message;
+
+    /// A track: its name, parent, and for thread and process tracks their pid (and tid).
+    #[derive(Debug, Default, Clone)]
+    pub(super) struct Track {
+        pub name: String,
+        pub parent: Option<u64>,
+        pub pid: Option<i32>,
+        pub tid: Option<i32>,
+        pub counter: bool,
+    }
+
+    #[derive(Debug, Clone)]
+    pub(super) struct Event {
+        pub ts: u64,
+        pub kind: Type,
+        pub track: u64,
+        pub name: String,
+        pub category: String,
+        pub args: HashMap<String, String>,
+        pub flow: Option<(u64, FlowDirection)>,
+        pub value: Option<f64>,
+    }
+
+    pub(super) struct Decoded {
+        pub tracks: HashMap<u64, Track>,
+        pub events: Vec<Event>,
+    }
+
+    fn value(a: &DebugAnnotation) -> String {
+        if a.has_uint_value() {
+            a.uint_value().to_string()
+        } else if a.has_int_value() {
+            a.int_value().to_string()
+        } else if a.has_bool_value() {
+            a.bool_value().to_string()
+        } else if a.has_double_value() {
+            a.double_value().to_string()
+        } else {
+            a.string_value().to_owned()
+        }
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Decoded {
+        let trace = Trace::parse_from_bytes(bytes).expect("a Perfetto trace");
+        let (mut names, mut categories, mut keys) =
+            (HashMap::new(), HashMap::new(), HashMap::new());
+        let mut tracks = HashMap::new();
+        let mut events = Vec::new();
+        for packet in &trace.packet {
+            assert_eq!(packet.trusted_packet_sequence_id(), 1);
+            if let Some(interned) = packet.interned_data.as_ref() {
+                for n in &interned.event_names {
+                    assert!(names.insert(n.iid(), n.name().to_owned()).is_none());
+                }
+                for c in &interned.event_categories {
+                    categories.insert(c.iid(), c.name().to_owned());
+                }
+                for k in &interned.debug_annotation_names {
+                    keys.insert(k.iid(), k.name().to_owned());
+                }
+            }
+            if packet.has_track_descriptor() {
+                let d = packet.track_descriptor();
+                let mut track = Track {
+                    name: d.name().to_owned(),
+                    parent: d.parent_uuid,
+                    counter: d.counter.is_some(),
+                    ..Track::default()
+                };
+                if let Some(p) = d.process.as_ref() {
+                    (track.name, track.pid) = (p.process_name().to_owned(), p.pid);
+                }
+                if let Some(t) = d.thread.as_ref() {
+                    track.name = t.thread_name().to_owned();
+                    (track.pid, track.tid) = (t.pid, t.tid);
+                }
+                assert!(
+                    tracks.insert(d.uuid(), track).is_none(),
+                    "one descriptor per uuid"
+                );
+            }
+            if packet.has_track_event() {
+                let e = packet.track_event();
+                assert!(tracks.contains_key(&e.track_uuid()), "described before use");
+                let args = e
+                    .debug_annotations
+                    .iter()
+                    .map(|a| (keys[&a.name_iid()].clone(), value(a)))
+                    .collect();
+                let flow = e.legacy_event.as_ref().map(|l| {
+                    let direction = l.flow_direction.expect("a direction").enum_value();
+                    (l.bind_id(), direction.expect("a known direction"))
+                });
+                events.push(Event {
+                    ts: packet.timestamp(),
+                    kind: e.type_(),
+                    track: e.track_uuid(),
+                    name: if e.has_name_iid() {
+                        names[&e.name_iid()].clone()
+                    } else {
+                        e.name().to_owned()
+                    },
+                    category: e
+                        .category_iids
+                        .first()
+                        .map(|c| categories[c].clone())
+                        .unwrap_or_default(),
+                    args,
+                    flow,
+                    value: e
+                        .has_double_counter_value()
+                        .then(|| e.double_counter_value()),
+                });
+            }
+        }
+        Decoded { tracks, events }
+    }
+}
+
+fn perfetto(dir: &Path) -> (perfetto_trace::Decoded, Summary) {
+    let dataset = Dataset::open(dir).expect("open");
+    let mut out = Vec::new();
+    let summary = export(&dataset, Format::Perfetto, &mut out, false).expect("export");
+    (perfetto_trace::decode(&out), summary)
+}
+
+/// The Perfetto trace of the hand-made dataset, decoded with Perfetto's own protos: the same
+/// tracks, slices (begin and end at the rows' exact ns), counters and arrows as the JSON.
+#[test]
+fn perfetto_has_the_same_timeline() {
+    use perfetto_protos::track_event::track_event::{Type, legacy_event::FlowDirection};
+    let dir = Scratch::new("export-perfetto");
+    write_dataset(&dir);
+    let (trace, summary) = perfetto(&dir);
+    assert_eq!((summary.processes, summary.devices), (1, 2));
+    let track = |uuid: u64| &trace.tracks[&uuid];
+    let path = |uuid: u64| {
+        let t = track(uuid);
+        let parent = t.parent.map(|p| track(p).name.clone()).unwrap_or_default();
+        format!("{parent}/{}", t.name)
+    };
+    let begins = |cat: &str| -> Vec<&perfetto_trace::Event> {
+        trace
+            .events
+            .iter()
+            .filter(|e| e.kind == Type::TYPE_SLICE_BEGIN && e.category == cat)
+            .collect()
+    };
+    // Each slice's end follows its begin on the same track.
+    let end_of = |begin: &perfetto_trace::Event| {
+        let at = trace
+            .events
+            .iter()
+            .position(|e| std::ptr::eq(e, begin))
+            .expect("in the trace");
+        trace.events[at + 1..]
+            .iter()
+            .find(|e| e.track == begin.track)
+            .filter(|e| e.kind == Type::TYPE_SLICE_END)
+            .map(|e| e.ts)
+    };
+
+    let calls = begins("api");
+    assert_eq!(calls.len(), 9);
+    let launch = calls
+        .iter()
+        .find(|e| e.name == "aclrtLaunchKernel")
+        .expect("launch");
+    assert_eq!((launch.ts, end_of(launch)), (1_000_123, Some(1_500_000)));
+    assert_eq!(path(launch.track), "pid 1/thread 1");
+    assert_eq!(track(launch.track).tid, Some(1));
+    assert_eq!(launch.args["stream"], "0x7f0000001000");
+    assert_eq!(launch.args["kernel_name"], "matmul");
+    let open = calls
+        .iter()
+        .find(|e| e.name == "aclrtSynchronizeStream")
+        .expect("open");
+    assert_eq!(end_of(open), None, "a call that never returned has no end");
+
+    let kernels = begins("kernel");
+    assert_eq!(kernels.len(), 3);
+    assert_eq!(
+        (kernels[0].ts, end_of(kernels[0])),
+        (1_600_000, Some(1_900_000))
+    );
+    assert_eq!(path(kernels[0].track), "NPU 0/stream 3");
+    assert_eq!(path(kernels[2].track), "NPU 1/stream 5");
+    let collective = &begins("hccl")[0];
+    assert_eq!(path(collective.track), "NPU 0/HCCL comm0/2 rank 0");
+    assert_eq!(path(begins("marker")[0].track), "pid 1/mstx of thread 1");
+
+    // Arrows: the launch call's id on both of its kernels; none on nested calls.
+    let (id, out) = launch.flow.expect("the launch starts arrows");
+    assert_eq!(out, FlowDirection::FLOW_OUT);
+    let nested = calls
+        .iter()
+        .find(|e| e.name == "rtKernelLaunch")
+        .expect("nested");
+    assert_eq!(nested.flow, None);
+    let into: Vec<u64> = kernels
+        .iter()
+        .filter(|k| k.flow == Some((id, FlowDirection::FLOW_IN)))
+        .map(|k| k.ts)
+        .collect();
+    assert_eq!(into, [1_600_000, 1_950_000]);
+    for cat in ["kernel", "memcpy", "memset", "hccl", "sync"] {
+        for task in begins(cat) {
+            let (id, direction) = task.flow.expect("every task ends an arrow");
+            assert_eq!(direction, FlowDirection::FLOW_IN);
+            let corr = &task.args["correlation_id"];
+            let sources: Vec<_> = calls
+                .iter()
+                .filter(|c| c.flow == Some((id, FlowDirection::FLOW_OUT)))
+                .collect();
+            match calls.iter().find(|c| &c.args["correlation_id"] == corr) {
+                Some(call) => assert_eq!(sources.len(), 1, "{task:?} from {call:?}"),
+                None => assert!(sources.is_empty(), "no call, no source: {task:?}"),
+            }
+        }
+    }
+
+    // Counters: memory in use in bytes, copy bandwidth while the copy runs.
+    let series = |name: &str| -> Vec<(u64, f64)> {
+        trace
+            .events
+            .iter()
+            .filter(|e| e.kind == Type::TYPE_COUNTER && track(e.track).name == name)
+            .inspect(|e| assert!(track(e.track).counter, "a counter track"))
+            .map(|e| (e.ts, e.value.expect("a value")))
+            .collect()
+    };
+    let mib = MIB as f64;
+    assert_eq!(
+        series("NPU 0 memory in use"),
+        [(200_000, mib), (400_000, mib + 512.0), (5_100_000, 512.0)]
+    );
+    let bandwidth = series("stream 4 copy bandwidth");
+    assert_eq!(bandwidth.len(), 2);
+    assert_eq!(
+        (bandwidth[0].0, bandwidth[1]),
+        (2_100_000, (2_500_000, 0.0))
+    );
+    assert!(
+        (bandwidth[0].1 - 4096.0 / 400_000.0).abs() < 1e-12,
+        "{bandwidth:?}"
+    );
+
+    let critical: Vec<_> = trace
+        .events
+        .iter()
+        .filter(|e| e.kind == Type::TYPE_INSTANT && e.category == "critical_event")
+        .collect();
+    assert_eq!(critical.len(), 1);
+    assert_eq!(critical[0].name, "missing_completion: task never completed");
+    assert_eq!(track(critical[0].track).name, "critical events");
 }

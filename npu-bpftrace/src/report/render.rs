@@ -7,7 +7,7 @@ use tracer_schema::tables::TABLES;
 
 use super::{
     Format,
-    summary::{Header, Health, Report},
+    summary::{Header, Health, Report, Stats},
 };
 
 pub fn render(report: &Report, format: Format) -> Result<String> {
@@ -73,28 +73,48 @@ fn opt_text(s: &Option<String>) -> Cell {
     Cell::Text(s.clone().unwrap_or_default())
 }
 
+/// Count and the duration distribution: count, total, mean, median, p95, p99, min, max,
+/// stddev.
+fn stats(s: &Stats) -> [Cell; 9] {
+    [
+        Cell::Count(s.count),
+        Cell::Ns(Some(s.total_ns)),
+        Cell::Ns(s.mean_ns),
+        Cell::Ns(s.median_ns),
+        Cell::Ns(s.p95_ns),
+        Cell::Ns(s.p99_ns),
+        Cell::Ns(s.min_ns),
+        Cell::Ns(s.max_ns),
+        Cell::Ns(s.stddev_ns),
+    ]
+}
+
+/// A row: `head` cells, the distribution of `s`, then `tail` cells.
+fn with_stats(head: Vec<Cell>, s: &Stats, tail: Vec<Cell>) -> Vec<Cell> {
+    let mut row = head;
+    row.extend(stats(s));
+    row.extend(tail);
+    row
+}
+
 fn sections(r: &Report) -> Vec<Section> {
-    vec![
+    let mut sections = vec![
         Section {
             key: "kernels",
             title: "Kernels by total device time",
             columns: &[
-                "name", "count", "total", "mean", "min", "max", "share", "errors",
+                "name", "count", "total", "mean", "median", "p95", "p99", "min", "max", "stddev",
+                "share", "errors",
             ],
             rows: r
                 .kernels
                 .iter()
                 .map(|k| {
-                    vec![
-                        text(&k.name),
-                        Cell::Count(k.count),
-                        Cell::Ns(Some(k.total_ns)),
-                        Cell::Ns(k.mean_ns),
-                        Cell::Ns(k.min_ns),
-                        Cell::Ns(k.max_ns),
-                        Cell::Pct(k.share_pct),
-                        Cell::Count(k.errors),
-                    ]
+                    with_stats(
+                        vec![text(&k.name)],
+                        &k.stats,
+                        vec![Cell::Pct(k.share_pct), Cell::Count(k.errors)],
+                    )
                 })
                 .collect(),
         },
@@ -107,6 +127,12 @@ fn sections(r: &Report) -> Vec<Section> {
                 "count",
                 "total",
                 "mean",
+                "median",
+                "p95",
+                "p99",
+                "min",
+                "max",
+                "stddev",
                 "errors",
                 "incomplete",
             ],
@@ -114,16 +140,24 @@ fn sections(r: &Report) -> Vec<Section> {
                 .api
                 .iter()
                 .map(|a| {
-                    vec![
-                        text(&a.domain),
-                        text(&a.name),
-                        Cell::Count(a.count),
-                        Cell::Ns(Some(a.total_ns)),
-                        Cell::Ns(a.mean_ns),
-                        Cell::Count(a.errors),
-                        Cell::Count(a.incomplete),
-                    ]
+                    with_stats(
+                        vec![text(&a.domain), text(&a.name)],
+                        &a.stats,
+                        vec![Cell::Count(a.errors), Cell::Count(a.incomplete)],
+                    )
                 })
+                .collect(),
+        },
+        Section {
+            key: "operators",
+            title: "Operators by total host time",
+            columns: &[
+                "name", "count", "total", "mean", "median", "p95", "p99", "min", "max", "stddev",
+            ],
+            rows: r
+                .operators
+                .iter()
+                .map(|o| with_stats(vec![text(&o.name)], &o.stats, Vec::new()))
                 .collect(),
         },
         Section {
@@ -211,7 +245,12 @@ fn sections(r: &Report) -> Vec<Section> {
                 .map(|e| vec![text(&e.kind), text(&e.severity), Cell::Count(e.count)])
                 .collect(),
         },
-    ]
+    ];
+    // Datasets without operators (no `op` table) say nothing about them.
+    if r.operators.is_empty() && !r.header.rows.contains_key("op") {
+        sections.retain(|s| s.key != "operators");
+    }
+    sections
 }
 
 fn table(r: &Report) -> String {
@@ -231,6 +270,9 @@ fn table(r: &Report) -> String {
     );
     let rows: Vec<String> = table_rows(h).map(|(t, n)| format!("{t} {n}")).collect();
     let _ = writeln!(out, "  rows: {}", rows.join(", "));
+    if !h.filters.is_empty() {
+        let _ = writeln!(out, "  only: {}", h.filters.join(" "));
+    }
     for section in sections(r) {
         out.push('\n');
         write_table(&mut out, &section);
@@ -313,6 +355,7 @@ fn csv(r: &Report) -> String {
         kv("dir", &h.dir),
         kv("hosts", &h.hosts.join(";")),
         kv("processes", &h.processes.to_string()),
+        kv("filters", &h.filters.join(" ")),
         kv(
             "duration_ns",
             &h.duration_ns.map_or(String::new(), |d| d.to_string()),

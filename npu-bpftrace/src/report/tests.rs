@@ -7,7 +7,7 @@ use tracer_schema::{
     vocab::{CopyKind, EventKind, MarkerKind, Severity},
 };
 
-use super::{Format, report, summary::summarize};
+use super::{Filter, Format, summary::summarize};
 use crate::{
     sink::parquet::{ParquetSink, SinkOptions},
     test_dataset::{Scratch, allreduce, call, event, kernel, marker, memcpy, write_session},
@@ -74,7 +74,7 @@ fn write_dataset(dir: &Path) {
 fn figures_match_the_rows() {
     let dir = Scratch::new("figures");
     write_dataset(&dir);
-    let r = summarize(&Dataset::open(&dir).expect("open")).expect("summary");
+    let r = summary(&dir, &Filter::default());
 
     assert_eq!(r.header.hosts, ["a", "b"]);
     assert_eq!(r.header.processes, 2);
@@ -85,21 +85,35 @@ fn figures_match_the_rows() {
 
     let matmul = &r.kernels[0];
     assert_eq!(matmul.name, "matmul");
-    assert_eq!((matmul.count, matmul.total_ns), (4, 600));
+    let m = &matmul.stats;
+    assert_eq!((m.count, m.total_ns), (4, 600));
     assert_eq!(
-        (matmul.mean_ns, matmul.min_ns, matmul.max_ns),
+        (m.mean_ns, m.min_ns, m.max_ns),
         (Some(200), Some(100), Some(300))
     );
+    // Timed: 100, 300 (host a) and 200 (host b); the fourth never ran.
+    assert_eq!(
+        (m.median_ns, m.p95_ns, m.p99_ns),
+        (Some(200), Some(300), Some(300))
+    );
+    assert_eq!(m.stddev_ns, Some(100));
     assert!((matmul.share_pct - 600.0 / 7.0).abs() < 1e-9);
     let gelu = &r.kernels[1];
     assert_eq!(
-        (gelu.name.as_str(), gelu.count, gelu.errors),
+        (gelu.name.as_str(), gelu.stats.count, gelu.errors),
         ("gelu", 1, 1)
     );
 
     let memcpy = &r.api[0];
-    assert_eq!((memcpy.name.as_str(), memcpy.count), ("aclrtMemcpy", 3));
-    assert_eq!((memcpy.total_ns, memcpy.mean_ns), (200, Some(100)));
+    assert_eq!(
+        (memcpy.name.as_str(), memcpy.stats.count),
+        ("aclrtMemcpy", 3)
+    );
+    assert_eq!(
+        (memcpy.stats.total_ns, memcpy.stats.mean_ns),
+        (200, Some(100))
+    );
+    assert_eq!(memcpy.stats.median_ns, Some(100), "the mean of 150 and 50");
     assert_eq!((memcpy.errors, memcpy.incomplete), (1, 1));
     let range_start = r
         .api
@@ -164,6 +178,107 @@ fn figures_match_the_rows() {
     );
 }
 
+/// The report on the dataset in `dir`, restricted by `filter`.
+fn summary(dir: &Path, filter: &Filter) -> super::summary::Report {
+    summarize(&Dataset::open(dir).expect("open"), filter).expect("summary")
+}
+
+fn report(dir: &Path, format: Format) -> anyhow::Result<String> {
+    super::report(dir, format, &Filter::default())
+}
+
+/// Nearest-rank percentiles, the middle of an even count, the sample standard deviation.
+#[test]
+fn percentiles_of_a_hundred_durations() {
+    let dir = Scratch::new("percentiles");
+    let mut sink = ParquetSink::create(&dir, SinkOptions::new("h")).expect("sink");
+    // 1..=100 µs, written out of order over two parts.
+    let rows: Vec<_> = (1..=100u64)
+        .rev()
+        .map(|i| kernel(1, "k", i * 10_000, Some(i * 10_000 + i * 1_000), 0))
+        .collect();
+    sink.write_kernels(&rows[..37]).expect("kernels");
+    sink.flush().expect("flush");
+    sink.write_kernels(&rows[37..]).expect("kernels");
+    sink.finish().expect("finish");
+    let s = &summary(&dir, &Filter::default()).kernels[0].stats;
+    assert_eq!((s.count, s.total_ns), (100, 5_050_000));
+    assert_eq!(
+        (s.min_ns, s.max_ns, s.mean_ns),
+        (Some(1_000), Some(100_000), Some(50_500))
+    );
+    assert_eq!(s.median_ns, Some(50_500), "(50 + 51) / 2 µs");
+    assert_eq!((s.p95_ns, s.p99_ns), (Some(95_000), Some(99_000)));
+    // sqrt(sum((i - 50.5)^2) / 99) µs = 29.011 µs.
+    assert_eq!(s.stddev_ns, Some(29_011));
+}
+
+#[test]
+fn filters_select_rows() {
+    let dir = Scratch::new("filters");
+    write_dataset(&dir);
+    let only = |f: Filter| summary(&dir, &f);
+    let kernels = |r: &super::summary::Report| -> Vec<(String, u64)> {
+        r.kernels
+            .iter()
+            .map(|k| (k.name.clone(), k.stats.count))
+            .collect()
+    };
+    let by_pid = only(Filter {
+        pids: vec![2],
+        ..Filter::default()
+    });
+    assert_eq!(kernels(&by_pid), [("matmul".to_owned(), 1)]);
+    assert!(by_pid.api.is_empty(), "pid 2 made no traced call");
+    assert_eq!(by_pid.header.filters, ["--pid 2"]);
+    let by_host = only(Filter {
+        hosts: vec!["a".to_owned()],
+        ..Filter::default()
+    });
+    assert_eq!(by_host.hccl[0].count, 2, "host a's rank only");
+    // Rank 1 of comm0/2 is pid 2 on host b (allreduce(pid, ...) gives rank pid - 1).
+    let by_rank = only(Filter {
+        ranks: vec![1],
+        ..Filter::default()
+    });
+    assert_eq!(kernels(&by_rank), [("matmul".to_owned(), 1)]);
+    let by_name = only(Filter {
+        name: Some(regex::Regex::new("^ge").expect("regex")),
+        ..Filter::default()
+    });
+    assert_eq!(kernels(&by_name), [("gelu".to_owned(), 1)]);
+    assert!(by_name.memcpy.is_empty() && by_name.api.is_empty());
+    // Host a starts at 10 ns: [1000, 2990) ns after it is [1010, 3000), where one kernel
+    // starts (at 2000); host b starts at 5300, so its kernel at 10000 is 4700 ns in.
+    let window = only(Filter {
+        from: Some(1_000),
+        to: Some(2_990),
+        ..Filter::default()
+    });
+    assert_eq!(kernels(&window), [("matmul".to_owned(), 1)]);
+    assert_eq!(window.kernels[0].stats.total_ns, 300);
+    let top = only(Filter {
+        top: Some(1),
+        ..Filter::default()
+    });
+    assert_eq!((top.kernels.len(), top.markers.len()), (1, 1));
+}
+
+#[test]
+fn rank_needs_hccl_rows() {
+    let dir = Scratch::new("no-ranks");
+    let mut sink = ParquetSink::create(&dir, SinkOptions::new("h")).expect("sink");
+    sink.write_kernels(&[kernel(1, "noop", 0, Some(10), 0)])
+        .expect("kernels");
+    sink.finish().expect("finish");
+    let filter = Filter {
+        ranks: vec![0],
+        ..Filter::default()
+    };
+    let err = summarize(&Dataset::open(&dir).expect("open"), &filter).expect_err("no ranks");
+    assert!(err.to_string().contains("--rank"), "{err}");
+}
+
 #[test]
 fn json_has_a_key_per_section() {
     let dir = Scratch::new("json");
@@ -171,11 +286,19 @@ fn json_has_a_key_per_section() {
     let text = report(&dir, Format::Json).expect("report");
     let v: Value = serde_json::from_str(&text).expect("JSON");
     for key in [
-        "header", "kernels", "api", "memcpy", "hccl", "markers", "health",
+        "header",
+        "kernels",
+        "api",
+        "operators",
+        "memcpy",
+        "hccl",
+        "markers",
+        "health",
     ] {
         assert!(v.get(key).is_some(), "no {key} in {v}");
     }
     assert_eq!(v["kernels"][0]["total_ns"], 600);
+    assert_eq!(v["kernels"][0]["p99_ns"], 300);
     assert_eq!(v["hccl"][0]["collectives"], 2);
     assert_eq!(v["health"]["drops"]["ringbuf_full_api_enter"], 2);
 }
@@ -198,7 +321,7 @@ fn table_and_csv_show_every_section() {
     let csv = report(&dir, Format::Csv).expect("csv");
     for needle in [
         "# kernels\nname,count,total,",
-        "matmul,4,600,200,100,300,85.7143,0",
+        "matmul,4,600,200,200,300,300,100,300,100,85.7143,0",
         "HTOD,2,4000,300,",
     ] {
         assert!(csv.contains(needle), "no {needle:?} in\n{csv}");
