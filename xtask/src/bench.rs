@@ -168,7 +168,7 @@ fn prepare() -> Result<Paths> {
     let release = root.join(target).join("release");
     let dir = root.join("target/bench");
     let sim_dir = dir.join("npu-sim");
-    sim::install(&sim_dir)?;
+    sim::install(&sim_dir, crate::Arch::Host)?;
     let sim_dir = sim_dir.canonicalize()?;
 
     let src = dir.join("src");

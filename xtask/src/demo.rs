@@ -19,7 +19,7 @@ pub(crate) fn run() -> Result<()> {
     setup::run()?;
     let tracer = build_tracer()?;
     let sim_dir = default_sim_dir();
-    sim::install(&sim_dir)?;
+    sim::install(&sim_dir, crate::Arch::Host)?;
     let sim_dir = sim_dir
         .canonicalize()
         .with_context(|| format!("resolving {}", sim_dir.display()))?;

@@ -1,4 +1,4 @@
-//! Developer tasks: `cargo xtask bench | demo | lint | setup | sim | test`.
+//! Developer tasks: `cargo xtask bench | build | demo | lint | setup | sim | test | vm`.
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context, Result, bail};
@@ -7,8 +7,12 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod demo;
 mod lint;
+mod platform;
 mod setup;
 mod sim;
+mod vm;
+
+use platform::Arch;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "npu-bpftrace developer tasks")]
@@ -25,6 +29,15 @@ enum Task {
         /// A short run (a few minutes): one round, shorter phases.
         #[arg(long)]
         quick: bool,
+    },
+    /// Build the release `npu-bpftrace` (BPF object embedded) and the simulator tree for an
+    /// architecture: `--target aarch64` cross-builds for Kunpeng hosts on x86-64 with Debian's
+    /// rustc-web and gcc-aarch64-linux-gnu (installed when missing, needs root and apt).
+    ///
+    /// Output: target/<triple>/release/npu-bpftrace and target/<triple>/npu-sim/.
+    Build {
+        #[arg(long, value_enum, default_value = "host")]
+        target: Arch,
     },
     /// Trace a simulated 2-rank training run and print its report (needs root).
     ///
@@ -44,6 +57,15 @@ enum Task {
         #[arg(long, value_name = "DIR")]
         dest: Option<PathBuf>,
     },
+    /// Boot an arm64 Linux (Debian's arm64 kernel, a busybox initramfs) in qemu-system-aarch64
+    /// (TCG emulation) and run the aarch64 builds of the smoke test, `record` of the 2-rank
+    /// train against its truth and `attach --pid` there. Slow (tens of minutes); not part of
+    /// `cargo xtask test`. See docs/build.md.
+    Vm {
+        /// Minutes before the VM is stopped and the run counts as failed.
+        #[arg(long, default_value_t = 80)]
+        timeout_minutes: u64,
+    },
     /// Set up, install the simulator, and run every test of the workspace.
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
@@ -55,11 +77,15 @@ enum Task {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Task::Bench { quick } => bench::run(quick),
+        Task::Build { target } => platform::build(target).map(drop),
         Task::Demo => demo::run(),
         Task::Lint => lint::run(),
         Task::Setup => setup::run(),
-        Task::Sim { dest } => sim::install(&dest.unwrap_or_else(default_sim_dir)),
+        Task::Sim { dest } => sim::install(&dest.unwrap_or_else(default_sim_dir), Arch::Host),
         Task::Test { args } => test(&args),
+        Task::Vm { timeout_minutes } => {
+            vm::run(std::time::Duration::from_secs(timeout_minutes * 60))
+        }
     }
 }
 
@@ -72,7 +98,7 @@ pub fn workspace_root() -> PathBuf {
 }
 
 fn default_sim_dir() -> PathBuf {
-    workspace_root().join("target/npu-sim")
+    Arch::Host.sim_dir()
 }
 
 /// The cargo that runs xtask (rustup's), never whichever `cargo` is first on PATH.
@@ -85,7 +111,7 @@ pub fn cargo() -> Command {
 fn test(args: &[String]) -> Result<()> {
     setup::run()?;
     let sim_dir = default_sim_dir();
-    sim::install(&sim_dir)?;
+    sim::install(&sim_dir, Arch::Host)?;
     let status = cargo()
         .args(["test", "--no-fail-fast"])
         .args(args)

@@ -7,7 +7,7 @@ use std::{path::Path, process::Command};
 use anyhow::{Context, Result, bail};
 use bpf_toolchain::{DEBIAN_LLVM_PREFIX, DEBIAN_PACKAGES, Toolchain};
 
-use crate::cargo;
+use crate::{cargo, platform::run_checked};
 
 /// Pinned so every machine builds the same linker against the same LLVM.
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -116,10 +116,35 @@ fn check_prefix(prefix: &Path) -> Result<()> {
     Ok(())
 }
 
-fn run_checked(cmd: &mut Command) -> Result<()> {
-    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
-    if !status.success() {
-        bail!("{cmd:?} failed with {status}");
+/// Installs `packages` of Debian architecture `arch` (e.g. `arm64` for the aarch64 cross
+/// build), first enabling it in dpkg when it is not yet a foreign architecture.
+pub(crate) fn foreign_packages(arch: &str, packages: &[&str]) -> Result<()> {
+    if packages.iter().all(|p| dpkg_installed(p)) {
+        return Ok(());
     }
-    Ok(())
+    let foreign = Command::new("dpkg")
+        .arg("--print-foreign-architectures")
+        .output()
+        .context("running dpkg")?;
+    if !String::from_utf8_lossy(&foreign.stdout)
+        .lines()
+        .any(|a| a == arch)
+    {
+        eprintln!("setup: enabling the {arch} architecture in dpkg");
+        run_checked(Command::new("dpkg").args(["--add-architecture", arch]))?;
+    }
+    host_packages(packages)
+}
+
+/// Installs the host's `packages` that are missing (tools a task needs beyond the build).
+pub(crate) fn host_packages(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    apt_install(&missing)
 }

@@ -13,10 +13,12 @@
 //!
 //! Files are only replaced when their content changed (atomically, so running programs keep
 //! their mapping) and the C workload is only recompiled when its inputs are newer.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+
+use crate::platform::{Arch, run_checked};
 
 /// Cargo packages of the simulator that produce installed artifacts.
 const PACKAGES: [&str; 13] = [
@@ -55,26 +57,15 @@ const ARTIFACTS: [(&str, &str); 13] = [
     ("npu-sim-prof", "bin"),
 ];
 
-/// Builds the simulator and installs it under `dest`.
-pub(crate) fn install(dest: &Path) -> anyhow::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("xtask has no parent directory")?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut build = Command::new(cargo);
-    build.current_dir(root).args(["build", "--release"]);
+/// Builds the simulator for `arch` and installs it under `dest`.
+pub(crate) fn install(dest: &Path, arch: Arch) -> anyhow::Result<()> {
+    let mut build = arch.cargo("build");
+    build.arg("--release");
     for p in PACKAGES {
         build.args(["-p", p]);
     }
-    run(&mut build)?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let release = if target.is_absolute() {
-        target
-    } else {
-        root.join(target)
-    }
-    .join("release");
+    run_checked(&mut build)?;
+    let release = arch.artifact_dir("release");
 
     for dir in [
         TOOLKIT_LIB,
@@ -91,7 +82,7 @@ pub(crate) fn install(dest: &Path) -> anyhow::Result<()> {
     for (file, dir) in ARTIFACTS {
         install_file(&release.join(file), &dest.join(dir).join(file))?;
     }
-    let app_dir = root.join("sim/npu-sim-app/c");
+    let app_dir = crate::workspace_root().join("sim/npu-sim-app/c");
     install_file(
         &app_dir.join("cann.h"),
         &dest.join("ascend-toolkit/latest/include/npu_sim_cann.h"),
@@ -100,21 +91,13 @@ pub(crate) fn install(dest: &Path) -> anyhow::Result<()> {
         &app_dir.join("cann_ops.h"),
         &dest.join("ascend-toolkit/latest/include/npu_sim_cann_ops.h"),
     )?;
-    build_app(&app_dir, &dest)?;
+    build_app(&app_dir, &dest, &arch.cc())?;
     write_if_changed(&dest.join("set_env.sh"), set_env(&dest).as_bytes())?;
     println!(
         "npu-sim installed in {} (source {}/set_env.sh)",
         dest.display(),
         dest.display()
     );
-    Ok(())
-}
-
-fn run(cmd: &mut Command) -> anyhow::Result<()> {
-    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
-    if !status.success() {
-        bail!("{cmd:?} failed: {status}");
-    }
     Ok(())
 }
 
@@ -143,7 +126,7 @@ fn mtime(p: &Path) -> Option<std::time::SystemTime> {
 
 /// Compiles the C workload twice: linked against the CANN libraries like a real application,
 /// and a dlopen-only variant that links none of them.
-fn build_app(src_dir: &Path, dest: &Path) -> anyhow::Result<()> {
+fn build_app(src_dir: &Path, dest: &Path, cc: &str) -> anyhow::Result<()> {
     let lib = dest.join(TOOLKIT_LIB);
     let inputs = ["app.c", "cann.h", "eager.c", "cann_ops.h"]
         .map(|f| src_dir.join(f))
@@ -158,13 +141,12 @@ fn build_app(src_dir: &Path, dest: &Path) -> anyhow::Result<()> {
             .map(|l| lib.join(l)),
         );
     let newest = inputs.filter_map(|p| mtime(&p)).max();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     for (out, linked) in [("npu-sim-app", true), ("npu-sim-app-dlopen", false)] {
         let out = dest.join("bin").join(out);
         if mtime(&out).zip(newest).is_some_and(|(o, n)| o >= n) {
             continue;
         }
-        let mut cmd = Command::new(&cc);
+        let mut cmd = Command::new(cc);
         cmd.args([
             "-std=gnu11",
             "-O2",
@@ -189,7 +171,7 @@ fn build_app(src_dir: &Path, dest: &Path) -> anyhow::Result<()> {
             cmd.arg("-DNPU_SIM_DLOPEN_ONLY");
         }
         cmd.arg("-ldl");
-        run(&mut cmd)?;
+        run_checked(&mut cmd)?;
     }
     Ok(())
 }
