@@ -73,8 +73,13 @@ pub(crate) enum Command {
     Attach {
         #[command(flatten)]
         trace: TraceArgs,
-        /// Process to trace (repeat for several).
-        #[arg(long = "pid", value_name = "PID", required = true)]
+        /// Processes to trace: comma-separated, or repeat the option (--pid 1,2 --pid 3).
+        #[arg(
+            long = "pid",
+            value_name = "PID",
+            required = true,
+            value_delimiter = ','
+        )]
         pids: Vec<u32>,
     },
     /// List the probe catalog: every traceable function, its domain and msPTI callback id,
@@ -503,6 +508,16 @@ mod tests {
         let err = filter(&["--from", "5s", "--to", "1s"]).expect_err("inverted window");
         assert!(err.to_string().contains("--from"), "{err}");
         assert!(parse(&["--top", "ten"]).is_err());
+    }
+
+    #[test]
+    fn attach_takes_pid_lists() {
+        let cli = Cli::try_parse_from(["npu-bpftrace", "attach", "--pid", "1,2", "--pid", "3"])
+            .expect("parses");
+        let Command::Attach { pids, .. } = cli.command else {
+            panic!("not attach");
+        };
+        assert_eq!(pids, [1, 2, 3]);
     }
 
     #[test]
