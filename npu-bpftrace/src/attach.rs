@@ -1,8 +1,12 @@
-//! Turning the enabled part of the catalog into attached uprobes on library files.
+//! Turning the enabled part of the catalog into attached uprobes on library files: each
+//! function to trace gets its probe id from the probe table (shared with the correlator)
+//! as its file is attached.
+use std::{collections::BTreeSet, sync::Arc};
+
 use anyhow::{Result, bail};
 use tracer_common::ProbeRole;
 
-use tracer_catalog::{self as catalog, CATALOG, Domain};
+use tracer_catalog::{Catalog, Domain, ProbeDef, ProbeTable};
 use tracer_schema::session::AttachedFile;
 
 use crate::{
@@ -11,23 +15,23 @@ use crate::{
     symbols::SymbolTable,
 };
 
-/// Which catalog entries are traced, like msptiEnableDomain / msptiEnableCallback.
+/// Which functions are traced, like msptiEnableDomain / msptiEnableCallback.
 #[derive(Debug, Clone)]
 pub struct Selection {
-    enabled: Vec<bool>,
+    domains: Vec<Domain>,
+    functions: Vec<String>,
 }
 
 impl Selection {
     /// `domains` and `functions` add up; with neither, the default domains are traced.
-    /// Unknown names are errors that list what exists.
+    /// Unknown domains are errors that list what exists.
     pub fn new(domains: &[String], functions: &[String]) -> Result<Self> {
-        let mut enabled = vec![false; CATALOG.len()];
-        let mut wanted_domains = Vec::new();
+        let mut wanted = Vec::new();
         for name in domains {
             if name.eq_ignore_ascii_case("all") {
-                wanted_domains.extend(Domain::ALL);
+                wanted.extend(Domain::ALL);
             } else if let Some(domain) = Domain::parse(name) {
-                wanted_domains.push(domain);
+                wanted.push(domain);
             } else {
                 let known: Vec<_> = Domain::ALL
                     .iter()
@@ -37,42 +41,109 @@ impl Selection {
             }
         }
         if domains.is_empty() && functions.is_empty() {
-            wanted_domains.extend(Domain::DEFAULT);
+            wanted.extend(Domain::DEFAULT);
         }
-        for (i, def) in CATALOG.iter().enumerate() {
-            enabled[i] = wanted_domains.contains(&def.domain);
-        }
-        for name in functions {
-            let Some(probe) = catalog::find(name) else {
-                bail!("unknown function '{name}' (see `npu-bpftrace probes` for the catalog)");
-            };
-            enabled[probe as usize] = true;
-        }
-        Ok(Self { enabled })
+        Ok(Self {
+            domains: wanted,
+            functions: functions.to_vec(),
+        })
     }
 
-    pub fn is_enabled(&self, probe: u16) -> bool {
-        self.enabled.get(probe as usize).copied().unwrap_or(false)
+    /// Whether calls of `def` are reported (API records).
+    pub fn is_enabled(&self, def: &ProbeDef) -> bool {
+        self.domains.contains(&def.domain) || self.names(def.symbol)
     }
 
-    /// Whether `probe` is attached: enabled for API records, or needed for device activity
+    /// Whether `def` is attached: enabled for API records, or needed for device activity
     /// (then attached quietly).
-    pub fn is_attached(&self, probe: u16) -> bool {
-        self.is_enabled(probe)
-            || catalog::by_probe(probe).is_some_and(|d| d.device_role != ProbeRole::Api)
+    pub fn is_attached(&self, def: &ProbeDef) -> bool {
+        self.is_enabled(def) || def.device_role != ProbeRole::Api
+    }
+
+    /// Whether `--function` names `symbol`.
+    fn names(&self, symbol: &str) -> bool {
+        self.functions.iter().any(|f| f == symbol)
+    }
+
+    /// The `--function` names.
+    pub fn functions(&self) -> &[String] {
+        &self.functions
     }
 }
 
-/// Attaches enabled probes to each library file once.
+/// What to attach in one library file: (file offset, function, enabled), and the enabled
+/// functions an exact catalog entry names that the file lacks.
+#[derive(Debug, Default)]
+pub struct FilePlan {
+    pub functions: Vec<(u64, ProbeDef, bool)>,
+    pub missing: Vec<&'static str>,
+}
+
+/// The functions of library file `name` (its symbols `symbols`) that `selection` traces:
+/// those the catalog's entries name (exact entries wherever the file defines them, globs
+/// over its exports), and exports `--function` names that no entry does (a generic entry).
+pub fn plan_file(
+    catalog: &Catalog,
+    selection: &Selection,
+    name: &str,
+    symbols: &SymbolTable,
+) -> FilePlan {
+    let mut plan = FilePlan::default();
+    let mut done = BTreeSet::new();
+    let mut add = |plan: &mut FilePlan, offset: u64, def: ProbeDef| {
+        let enabled = selection.is_enabled(&def);
+        if enabled || selection.is_attached(&def) {
+            plan.functions.push((offset, def, enabled));
+        }
+    };
+    // Exact entries first: a function defined but not exported (a stripped local symbol)
+    // is still found by name.
+    for entry in catalog.entries() {
+        let tracer_catalog::Symbols::Exact(symbol) = entry.symbols else {
+            continue;
+        };
+        if !entry.names_library(name) || !done.insert(symbol) {
+            continue;
+        }
+        let Some(def) = catalog.resolve(name, symbol) else {
+            continue;
+        };
+        match symbols.file_offset(symbol) {
+            Some(offset) => add(&mut plan, offset, def),
+            None if selection.is_attached(&def) => plan.missing.push(def.symbol),
+            None => {}
+        }
+    }
+    for symbol in symbols.exported() {
+        if done.contains(symbol.as_str()) {
+            continue;
+        }
+        let def = match catalog.resolve(name, symbol) {
+            Some(def) => def,
+            None if selection.names(symbol) => catalog.generic(name, symbol),
+            None => continue,
+        };
+        if let Some(offset) = symbols.file_offset(symbol) {
+            add(&mut plan, offset, def);
+        }
+    }
+    plan
+}
+
+/// Attaches enabled probes to each library file once, giving each function its probe id.
 pub struct Attacher {
+    catalog: Arc<Catalog>,
+    probes: Arc<ProbeTable>,
     selection: Selection,
     files: LibrarySet,
     attached: Vec<AttachedFile>,
 }
 
 impl Attacher {
-    pub fn new(selection: Selection) -> Self {
+    pub fn new(selection: Selection, catalog: Arc<Catalog>, probes: Arc<ProbeTable>) -> Self {
         Self {
+            catalog,
+            probes,
             selection,
             files: LibrarySet::default(),
             attached: Vec::new(),
@@ -86,26 +157,20 @@ impl Attacher {
             return Ok(0);
         }
         let symbols = SymbolTable::read(&file.path)?;
+        let plan = plan_file(&self.catalog, &self.selection, file.name, &symbols);
         let mut record = AttachedFile {
-            library: file.library.file_name().to_owned(),
+            library: file.name.to_owned(),
             path: file.path.clone(),
             functions: Vec::new(),
-            missing: Vec::new(),
+            missing: plan.missing.iter().map(|s| s.to_string()).collect(),
             attach: None,
         };
-        let mut functions = Vec::new();
-        for (index, def) in CATALOG.iter().enumerate() {
-            let probe = catalog::probe_id(index);
-            if def.library != file.library || !self.selection.is_attached(probe) {
-                continue;
-            }
-            match symbols.file_offset(def.symbol) {
-                Some(offset) => {
-                    functions.push((offset, probe));
-                    record.functions.push(def.symbol.to_owned());
-                }
-                None => record.missing.push(def.symbol.to_owned()),
-            }
+        let mut functions = Vec::with_capacity(plan.functions.len());
+        for (offset, def, enabled) in plan.functions {
+            let id = self.probes.insert(def)?;
+            probes.set_probe_spec(id, def.spec(!enabled))?;
+            functions.push((offset, id));
+            record.functions.push(def.symbol.to_owned());
         }
         if !functions.is_empty() {
             record.attach = Some(probes.attach_file(&file.path, &functions)?);
@@ -123,35 +188,46 @@ impl Attacher {
     pub fn function_count(&self) -> usize {
         self.attached.iter().map(|a| a.functions.len()).sum()
     }
+
+    /// `--function` names that neither the catalog nor any attached file knows.
+    pub fn unknown_functions(&self) -> Vec<&str> {
+        self.selection
+            .functions()
+            .iter()
+            .map(String::as_str)
+            .filter(|f| self.catalog.find_any(f).is_none())
+            .filter(|f| !self.attached.iter().any(|a| a.functions.iter().any(|g| g == f)))
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn def(symbol: &str) -> ProbeDef {
+        *Catalog::builtin().find(symbol).unwrap()
+    }
+
     #[test]
     fn selection_follows_domains_and_functions() {
         let default = Selection::new(&[], &[]).unwrap();
-        assert!(default.is_enabled(catalog::find("aclrtMemcpy").unwrap()));
-        let send = catalog::find("halSqTaskSend").unwrap();
+        assert!(default.is_enabled(&def("aclrtMemcpy")));
+        let send = def("halSqTaskSend");
         assert!(
-            !default.is_enabled(send) && default.is_attached(send),
+            !default.is_enabled(&send) && default.is_attached(&send),
             "quiet device probe"
         );
-        assert!(!default.is_attached(catalog::find("halGetDeviceInfo").unwrap()));
+        assert!(!default.is_attached(&def("halGetDeviceInfo")));
 
         let hccl = Selection::new(&["hccl".into()], &["aclrtMemcpy".into()]).unwrap();
-        assert!(hccl.is_enabled(catalog::find("HcclAllReduce").unwrap()));
-        assert!(hccl.is_enabled(catalog::find("aclrtMemcpy").unwrap()));
-        assert!(!hccl.is_enabled(catalog::find("aclrtMalloc").unwrap()));
+        assert!(hccl.is_enabled(&def("HcclAllReduce")));
+        assert!(hccl.is_enabled(&def("aclrtMemcpy")));
+        assert!(!hccl.is_enabled(&def("aclrtMalloc")));
 
         let err = Selection::new(&["gpu".into()], &[])
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown domain 'gpu'"), "{err}");
-        let err = Selection::new(&[], &["cudaMalloc".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown function 'cudaMalloc'"), "{err}");
     }
 }

@@ -12,8 +12,9 @@ pub const MAX_ARGS: usize = 8;
 pub const TEXT_LEN: usize = 64;
 /// Nested traced calls remembered per thread (acl -> rt -> hal is 3 deep).
 pub const MAX_DEPTH: usize = 8;
-/// Catalog entries the BPF side can describe; probe ids index [`ProbeSpec`] maps.
-pub const MAX_PROBES: u32 = 512;
+/// Functions the BPF side can describe: probe ids (attach cookies, handed out as library
+/// files are attached) index the [`ProbeSpec`] array `PROBE_SPECS`, 8 bytes each (256 KiB).
+pub const MAX_PROBES: u32 = 32_768;
 /// Threads with a traced call in flight at once.
 pub const MAX_THREADS: u32 = 65_536;
 /// `ProbeSpec` fields that name no argument.
@@ -180,7 +181,8 @@ pub struct RecordHeader {
     pub kind: u8,
     /// Call depth on this thread at ENTER/EXIT (0 = outermost traced call).
     pub depth: u8,
-    /// Catalog index of the probed function (the attach cookie).
+    /// Probe id of the probed function (the attach cookie; the agent's probe table says
+    /// which function it is).
     pub probe: u16,
     /// Thread group id (the process id users see).
     pub pid: u32,

@@ -1211,8 +1211,9 @@ mod tests {
     }
 
     fn launch() -> &'static ProbeDef {
-        let probe = catalog::find("aclrtLaunchKernel").expect("in the catalog");
-        catalog::by_probe(probe).expect("a probe")
+        catalog::Catalog::builtin()
+            .find("aclrtLaunchKernel")
+            .expect("in the catalog")
     }
 
     /// Begin/end records join their submission by (device, stream, task), whichever
@@ -1458,10 +1459,12 @@ mod tests {
     fn a_collective_is_one_row_over_its_tasks() {
         let mut a = Activity::default();
         a.soc_log_started(0, 0);
-        let collective = catalog::CATALOG
+        let collective = &catalog::Catalog::builtin()
+            .entries()
             .iter()
-            .find(|d| d.task == Some(TaskKind::Collective))
-            .unwrap();
+            .find(|e| e.def.task == Some(TaskKind::Collective))
+            .unwrap()
+            .def;
         a.call_entered(collective, 100, 9, ApiArgs::default());
         for (task, sqe_type) in [(1, 6), (2, 11), (3, 7)] {
             let mut s = submit(0, 5, task, 9, 1_000);

@@ -3,11 +3,11 @@
 //! Correlation ids come from the kernel; this stage only pairs records by id, interprets
 //! arguments through the catalog, and remembers what registration calls taught it
 //! (kernel names by function handle or stub, mstx domain names, open ranges).
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader, TaskInfo, TaskKey};
 
-use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, Role, Text};
+use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, ProbeTable, Role, Text};
 use tracer_schema::{
     rows::{ApiRow, MarkerRow},
     session::CorrelateStats,
@@ -99,6 +99,8 @@ impl Live for () {
 }
 
 pub struct Correlator {
+    /// What each probe id stands for (filled by the attacher as libraries are attached).
+    probes: Arc<ProbeTable>,
     open: HashMap<u64, ApiEnter>,
     /// (pid, function handle or stub address) -> kernel name.
     kernels: HashMap<(u32, u64), String>,
@@ -116,17 +118,24 @@ pub struct Correlator {
     stats: CorrelateStats,
 }
 
-/// A correlator that names no address it was not told about, of a 910B's tasks.
+/// A correlator that names no address it was not told about, of a 910B's tasks, whose probe
+/// ids are those of the built-in catalog's exact entries ([`ProbeTable::builtin`]).
 impl Default for Correlator {
     fn default() -> Self {
-        Self::new(Box::new(()), catalog::DEFAULT_CHIP)
+        Self::new(Box::new(()), catalog::DEFAULT_CHIP, ProbeTable::builtin())
     }
 }
 
 impl Correlator {
-    /// A correlator of the tasks of `chip` (its SQE types and completion entries).
-    pub fn new(symbolizer: Box<dyn Symbolize + Send>, chip: &'static ChipLayout) -> Self {
+    /// A correlator of the tasks of `chip` (its SQE types and completion entries), whose
+    /// records name functions by their ids in `probes`.
+    pub fn new(
+        symbolizer: Box<dyn Symbolize + Send>,
+        chip: &'static ChipLayout,
+        probes: Arc<ProbeTable>,
+    ) -> Self {
         Self {
+            probes,
             open: HashMap::new(),
             kernels: HashMap::new(),
             binaries: HashMap::new(),
@@ -208,7 +217,7 @@ impl Correlator {
     }
 
     fn enter(&mut self, enter: &ApiEnter, live: &mut impl Live) {
-        let Some(def) = catalog::by_probe(enter.header.probe) else {
+        let Some(def) = self.probes.get(enter.header.probe) else {
             self.stats.unknown_probes += 1;
             return;
         };
@@ -260,7 +269,7 @@ impl Correlator {
             self.stats.exits_without_enter += 1;
             return;
         };
-        let Some(def) = catalog::by_probe(enter.header.probe) else {
+        let Some(def) = self.probes.get(enter.header.probe) else {
             self.stats.unknown_probes += 1;
             return;
         };
@@ -293,7 +302,7 @@ impl Correlator {
         let Some(enter) = self.open.remove(&id) else {
             return;
         };
-        let Some(def) = catalog::by_probe(enter.header.probe) else {
+        let Some(def) = self.probes.get(enter.header.probe) else {
             return;
         };
         let mut row = base_row(def, &enter);
@@ -328,6 +337,13 @@ impl Correlator {
         match def.role {
             // Memory and communicator roles are device activity, handled at return.
             Role::Plain | Role::Alloc(_) | Role::Free(_) | Role::CommInit => {}
+            // Operator calls (table `op`) are not in this change yet.
+            Role::OpPrepare
+            | Role::OpLaunch
+            | Role::OpCompileExecute
+            | Role::OpModelExecute
+            | Role::OpExecutorRepeatable
+            | Role::OpExecutorDestroy => {}
             Role::RegisterStub | Role::RegisterFunction => {
                 if let (true, Some(name)) = (ok && handle != 0, &row.args.kernel_name) {
                     self.kernels.insert((pid, handle), name.clone());
@@ -450,7 +466,7 @@ fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
         name: def.symbol,
         mspti_domain: def.mspti.map(|(d, _)| d.name()),
         cbid: def.mspti.map(|(_, id)| id),
-        library: def.library.file_name(),
+        library: def.library,
         pid: enter.header.pid,
         tid: enter.header.tid,
         depth: enter.header.depth,
@@ -480,13 +496,17 @@ mod tests {
     use super::*;
     use tracer_common::{MAX_ARGS, RecordKind, TEXT_LEN};
 
+    fn probe(name: &str) -> u16 {
+        ProbeTable::builtin().find(name).unwrap()
+    }
+
     fn enter(probe: &str, id: u64, parent: u64, ts: u64, args: [u64; MAX_ARGS], s: &str) -> Record {
         let mut text = [0u8; TEXT_LEN];
         text[..s.len()].copy_from_slice(s.as_bytes());
         Record::Enter(ApiEnter {
             header: RecordHeader::new(
                 RecordKind::ApiEnter,
-                catalog::find(probe).unwrap(),
+                self::probe(probe),
                 0,
                 10,
                 11,
@@ -505,7 +525,7 @@ mod tests {
         Record::Exit(ApiExit {
             header: RecordHeader::new(
                 RecordKind::ApiExit,
-                catalog::find(probe).unwrap(),
+                self::probe(probe),
                 0,
                 10,
                 11,

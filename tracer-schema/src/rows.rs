@@ -69,7 +69,13 @@ pub struct ApiArgs {
     pub message: Option<String>,
     /// mstx range id (returned by RangeStart, passed to RangeEnd).
     pub range_id: Option<u64>,
+    /// The first [`RAW_ARGS`] integer arguments as they were, for functions known only by
+    /// name (columns `arg0` .. `arg5`).
+    pub raw: Option<[u64; RAW_ARGS]>,
 }
+
+/// Integer arguments kept raw for a function known only by name.
+pub const RAW_ARGS: usize = 6;
 
 /// One mstx mark or range: table `marker`.
 #[derive(Debug, Clone, Default, PartialEq)]

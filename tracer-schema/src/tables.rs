@@ -269,6 +269,12 @@ table! {
         rank: UInt32Builder optional Dictionary = r.args.rank;
         message: StringBuilder optional Dictionary = r.args.message.as_deref();
         range_id: UInt64Builder optional Delta = r.args.range_id;
+        arg0: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[0]);
+        arg1: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[1]);
+        arg2: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[2]);
+        arg3: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[3]);
+        arg4: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[4]);
+        arg5: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[5]);
     }
 }
 
@@ -439,6 +445,7 @@ mod tests {
                 rank: Some(1),
                 message: Some("m".into()),
                 range_id: Some(12),
+                raw: Some([1, 2, 3, 4, 5, 6]),
             },
         }
     }
@@ -446,7 +453,7 @@ mod tests {
     #[test]
     fn api_schema_flattens_args_and_maps_types() {
         let s = schema(&columns::<ApiTable>());
-        assert_eq!(s.fields().len(), 30);
+        assert_eq!(s.fields().len(), 36);
         let ty = |n: &str| s.field_with_name(n).unwrap().data_type().clone();
         assert_eq!(ty("correlation_id"), DataType::UInt64);
         assert_eq!(ty("depth"), DataType::UInt8);
