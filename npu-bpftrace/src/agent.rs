@@ -22,7 +22,7 @@ use tokio::{
 };
 use tracer_common::{Config, TaskInfo, TaskKey};
 
-use tracer_catalog::{CATALOG, ChipLayout, Library};
+use tracer_catalog::{Catalog, ChipLayout, ProbeTable};
 use tracer_core::{
     clock::ClockReading,
     correlate::{Correlator, FinalState, Output},
@@ -72,6 +72,8 @@ impl Mode {
 pub struct TraceOptions {
     pub mode: Mode,
     pub selection: Selection,
+    /// The built-in catalog with the `--catalog` files added.
+    pub catalog: Arc<Catalog>,
     /// Extra library files or directories to attach to.
     pub libs: Vec<PathBuf>,
     pub out_dir: PathBuf,
@@ -165,7 +167,7 @@ fn preflight(opts: &TraceOptions) -> Result<()> {
     ensure_privileged()?;
     if let Mode::Attach(pids) = &opts.mode {
         for &pid in pids {
-            check_attachable(pid)?;
+            check_attachable(pid, &opts.catalog)?;
         }
     }
     if opts.out_dir.join("session.json").exists() {
@@ -213,16 +215,17 @@ fn has_bpf_capabilities() -> bool {
         .is_some_and(|caps| caps & needed == needed)
 }
 
-fn check_attachable(pid: u32) -> Result<()> {
+fn check_attachable(pid: u32, catalog: &Catalog) -> Result<()> {
     if !PathBuf::from(format!("/proc/{pid}")).exists() {
         bail!("no such process: {pid}");
     }
-    let libs = discovery::mapped_libraries(pid)?;
+    let libs = discovery::mapped_libraries(pid, catalog)?;
     if libs.is_empty() {
         let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         bail!(
             "process {pid} ({}) maps no CANN library (libascendcl.so, libruntime.so, libhccl.so, \
-             libms_tools_ext.so, libascend_hal.so); is it an NPU program?",
+             libms_tools_ext.so, libascend_hal.so, or one a catalog file names); is it an NPU \
+             program?",
             comm.trim()
         );
     }
@@ -231,6 +234,8 @@ fn check_attachable(pid: u32) -> Result<()> {
 
 async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     let mut probes = load_probes(&opts)?;
+    // Probe ids are handed out as files are attached; the correlator reads them.
+    let table = Arc::new(ProbeTable::new());
     let mut child = match &opts.mode {
         Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
         _ => None,
@@ -249,8 +254,9 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     // The pipeline, with the device profiling channel, starts before any probe: every
     // submission the probes see then falls inside the channel's session, and the probes read
     // SQE headers and completion entries as the chip the driver reports lays them out.
-    let pipeline = Pipeline::start(&opts, &mut probes, driver_library(&initial), Box::new(sink))?;
-    let mut attacher = match attach_initial(&opts, &mut probes, initial) {
+    let driver = driver_library(&opts.catalog, &initial);
+    let pipeline = Pipeline::start(&opts, &mut probes, driver, table.clone(), Box::new(sink))?;
+    let mut attacher = match attach_initial(&opts, &mut probes, table, initial) {
         Ok(attacher) => attacher,
         Err(e) => {
             pipeline.abandon().await;
@@ -279,13 +285,9 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     })
 }
 
-/// Loads the BPF programs and tells them what every catalog entry captures.
+/// Loads the BPF programs (what each function captures is set as its file is attached).
 fn load_probes(opts: &TraceOptions) -> Result<Probes> {
     let mut probes = Probes::load(opts.ringbuf_bytes, UprobeMode::from_env()?)?;
-    for (i, def) in CATALOG.iter().enumerate() {
-        let quiet = !opts.selection.is_enabled(i as u16);
-        probes.set_probe_spec(i as u16, def.spec(quiet))?;
-    }
     let fork_child_pid_offset = probes.attach_lifecycle()?;
     probes.set_config(Config {
         filter_targets: u8::from(!matches!(opts.mode, Mode::SystemWide)),
@@ -301,15 +303,22 @@ fn load_probes(opts: &TraceOptions) -> Result<Probes> {
 fn attach_initial(
     opts: &TraceOptions,
     probes: &mut Probes,
+    table: Arc<ProbeTable>,
     initial: Vec<LibraryFile>,
 ) -> Result<Attacher> {
-    let mut attacher = Attacher::new(opts.selection.clone());
+    let mut attacher = Attacher::new(opts.selection.clone(), opts.catalog.clone(), table);
     for file in initial {
         attacher.attach(probes, file)?;
     }
     if attacher.function_count() == 0 {
         bail!(
             "no enabled function resolves in the CANN libraries found; check --domain/--function and --lib"
+        );
+    }
+    for pattern in attacher.unmatched_functions() {
+        eprintln!(
+            "npu-bpftrace: --function '{pattern}' names no function of the libraries found yet \
+             (see `npu-bpftrace probes`)"
         );
     }
     Ok(attacher)
@@ -373,6 +382,7 @@ impl Pipeline {
         opts: &TraceOptions,
         probes: &mut Probes,
         driver: Option<&Path>,
+        table: Arc<ProbeTable>,
         sink: Box<dyn Sink + Send>,
     ) -> Result<Self> {
         let (stop, stop_rx) = watch::channel(false);
@@ -426,7 +436,7 @@ impl Pipeline {
         let consumer = tokio::spawn(consume(
             rx,
             sink,
-            Correlator::new(Box::new(symbolizer), chip.layout),
+            Correlator::new(Box::new(symbolizer), chip.layout, table),
             opts.print,
             devices,
             progress.clone(),
@@ -528,11 +538,13 @@ fn start_channel(
     (reader, sources)
 }
 
-/// The driver library of the traced processes, to read device clocks through.
-fn driver_library(files: &[LibraryFile]) -> Option<&Path> {
+/// The driver library of the traced processes (the catalog says which library submits
+/// device tasks), to read the chip, device clocks and profiling channels through.
+fn driver_library<'a>(catalog: &Catalog, files: &'a [LibraryFile]) -> Option<&'a Path> {
+    let driver = catalog.driver_library()?;
     files
         .iter()
-        .find(|f| f.library == Library::AscendHal)
+        .find(|f| f.name == driver)
         .map(|f| f.path.as_path())
 }
 
@@ -540,20 +552,21 @@ fn driver_library(files: &[LibraryFile]) -> Option<&Path> {
 fn initial_libraries(opts: &TraceOptions) -> Result<Vec<LibraryFile>> {
     let installed = || {
         let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
-        discovery::installed_libraries(&discovery::install_dirs(ld_path.as_deref()), &opts.libs)
+        let dirs = discovery::install_dirs(ld_path.as_deref());
+        discovery::installed_libraries(&dirs, &opts.libs, &opts.catalog)
     };
     let files = match &opts.mode {
         Mode::Attach(pids) => {
-            let mut files = discovery::installed_libraries(&[], &opts.libs);
+            let mut files = discovery::installed_libraries(&[], &opts.libs, &opts.catalog);
             for &pid in pids {
-                files.extend(discovery::mapped_libraries(pid)?);
+                files.extend(discovery::mapped_libraries(pid, &opts.catalog)?);
             }
             files
         }
         Mode::Command(_) => installed(),
         Mode::SystemWide => {
             let mut files = installed();
-            files.extend(discovery::scan_processes().into_iter().flat_map(|(_, l)| l));
+            files.extend(discovery::scan_processes(&opts.catalog).into_iter().flat_map(|(_, l)| l));
             files
         }
     };
@@ -643,14 +656,14 @@ async fn wait_exit(
 /// mapped since the last scan, e.g. from a container or a private install.
 fn rescan(opts: &TraceOptions, probes: &mut Probes, attacher: &mut Attacher) -> Result<()> {
     let pids: Vec<u32> = match &opts.mode {
-        Mode::SystemWide => discovery::scan_processes()
+        Mode::SystemWide => discovery::scan_processes(&opts.catalog)
             .into_iter()
             .map(|(p, _)| p)
             .collect(),
         _ => probes.targets()?,
     };
     for pid in pids {
-        for file in discovery::mapped_libraries(pid).unwrap_or_default() {
+        for file in discovery::mapped_libraries(pid, &opts.catalog).unwrap_or_default() {
             attacher.attach(probes, file)?;
         }
     }

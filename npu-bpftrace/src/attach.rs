@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, sync::Arc};
 use anyhow::{Result, bail};
 use tracer_common::ProbeRole;
 
-use tracer_catalog::{Catalog, Domain, ProbeDef, ProbeTable};
+use tracer_catalog::{Catalog, Domain, FunctionPatterns, ProbeDef, ProbeTable};
 use tracer_schema::session::AttachedFile;
 
 use crate::{
@@ -19,13 +19,15 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct Selection {
     domains: Vec<Domain>,
-    functions: Vec<String>,
+    functions: FunctionPatterns,
 }
 
 impl Selection {
-    /// `domains` and `functions` add up; with neither, the default domains are traced.
-    /// Unknown domains are errors that list what exists.
+    /// `domains` and the selecting `functions` (names or globs) add up; `!` patterns leave
+    /// functions out of both; with no domain and no selecting pattern, the default domains
+    /// are traced. Unknown domains and malformed patterns are errors that say why.
     pub fn new(domains: &[String], functions: &[String]) -> Result<Self> {
+        let functions = FunctionPatterns::new(functions)?;
         let mut wanted = Vec::new();
         for name in domains {
             if name.eq_ignore_ascii_case("all") {
@@ -40,18 +42,19 @@ impl Selection {
                 bail!("unknown domain '{name}' (known: {}, all)", known.join(", "));
             }
         }
-        if domains.is_empty() && functions.is_empty() {
+        if domains.is_empty() && !functions.selects() {
             wanted.extend(Domain::DEFAULT);
         }
         Ok(Self {
             domains: wanted,
-            functions: functions.to_vec(),
+            functions,
         })
     }
 
     /// Whether calls of `def` are reported (API records).
     pub fn is_enabled(&self, def: &ProbeDef) -> bool {
-        self.domains.contains(&def.domain) || self.names(def.symbol)
+        (self.domains.contains(&def.domain) || self.functions.includes(def.symbol))
+            && !self.functions.excludes(def.symbol)
     }
 
     /// Whether `def` is attached: enabled for API records, or needed for device activity
@@ -60,13 +63,13 @@ impl Selection {
         self.is_enabled(def) || def.device_role != ProbeRole::Api
     }
 
-    /// Whether `--function` names `symbol`.
+    /// Whether `--function` selects `symbol` (by name or glob).
     fn names(&self, symbol: &str) -> bool {
-        self.functions.iter().any(|f| f == symbol)
+        self.functions.includes(symbol)
     }
 
-    /// The `--function` names.
-    pub fn functions(&self) -> &[String] {
+    /// The `--function` patterns.
+    pub fn functions(&self) -> &FunctionPatterns {
         &self.functions
     }
 }
@@ -90,7 +93,7 @@ pub fn plan_file(
 ) -> FilePlan {
     let mut plan = FilePlan::default();
     let mut done = BTreeSet::new();
-    let mut add = |plan: &mut FilePlan, offset: u64, def: ProbeDef| {
+    let add = |plan: &mut FilePlan, offset: u64, def: ProbeDef| {
         let enabled = selection.is_enabled(&def);
         if enabled || selection.is_attached(&def) {
             plan.functions.push((offset, def, enabled));
@@ -189,15 +192,14 @@ impl Attacher {
         self.attached.iter().map(|a| a.functions.len()).sum()
     }
 
-    /// `--function` names that neither the catalog nor any attached file knows.
-    pub fn unknown_functions(&self) -> Vec<&str> {
-        self.selection
-            .functions()
+    /// `--function` patterns that select no function of any attached file.
+    pub fn unmatched_functions(&self) -> Vec<String> {
+        let attached = self
+            .attached
             .iter()
-            .map(String::as_str)
-            .filter(|f| self.catalog.find_any(f).is_none())
-            .filter(|f| !self.attached.iter().any(|a| a.functions.iter().any(|g| g == f)))
-            .collect()
+            .flat_map(|a| a.functions.iter().map(String::as_str));
+        let unmatched = self.selection.functions().unmatched(attached);
+        unmatched.into_iter().map(str::to_owned).collect()
     }
 }
 

@@ -115,6 +115,12 @@ impl std::fmt::Display for CatalogError {
 
 impl std::error::Error for CatalogError {}
 
+impl CatalogError {
+    pub(crate) fn new(message: String) -> Self {
+        Self(message)
+    }
+}
+
 impl From<FileError> for CatalogError {
     fn from(e: FileError) -> Self {
         Self(e.to_string())
@@ -214,12 +220,16 @@ impl Catalog {
     /// The entry function `symbol` of library file `library` is traced as: an exact entry
     /// before a glob, and among those the last one read.
     pub fn entry_for(&self, library: &str, symbol: &str) -> Option<&Entry> {
+        Some(&self.entries[self.entry_index(library, symbol)?])
+    }
+
+    /// The index in [`Catalog::entries`] of [`Catalog::entry_for`]'s entry.
+    pub fn entry_index(&self, library: &str, symbol: &str) -> Option<usize> {
         let exact = self.exact.get(symbol).into_iter().flatten();
-        exact
-            .rev()
-            .chain(self.globs.iter().rev())
-            .map(|&i| &self.entries[i])
-            .find(|e| e.names_library(library) && e.symbols.matches(symbol))
+        exact.rev().chain(self.globs.iter().rev()).copied().find(|&i| {
+            let e = &self.entries[i];
+            e.names_library(library) && e.symbols.matches(symbol)
+        })
     }
 
     /// What function `symbol` of library file `library` is traced as, if an entry names it.

@@ -13,6 +13,7 @@
 //! - [`catalog`]: the entries of the built-in and added files, and what a function of a
 //!   library resolves to (exact entries, globs, or a generic entry for a function known only
 //!   by name);
+//! - [`FunctionPatterns`]: `--function` names, globs and `!` exclusions;
 //! - [`table`]: probe ids, handed out as libraries are attached;
 //! - [`layout`]: layout descriptions of driver and device structures, per chip;
 //! - [`decode`]: CANN enum values into schema vocabularies.
@@ -21,6 +22,7 @@ mod decode;
 mod file;
 mod layout;
 mod model;
+mod pattern;
 pub mod table;
 
 pub use catalog::{Catalog, CatalogError, Entry, Origin, Symbols, intern};
@@ -34,6 +36,7 @@ pub use model::{
     Arg, Column, Domain, MsptiDomain, OpNaming, Out, Payload, ProbeDef, Ret, Role, TaskKind, Text,
     library_base_name,
 };
+pub use pattern::FunctionPatterns;
 pub use table::{ProbeTable, TableFull};
 
 /// Whether `pattern` is a glob (has `*`, `?`, `[` or `{`) rather than a name.
