@@ -308,7 +308,11 @@ fn attach_initial(
 ) -> Result<Attacher> {
     let mut attacher = Attacher::new(opts.selection.clone(), opts.catalog.clone(), table);
     for file in initial {
-        attacher.attach(probes, file)?;
+        // Attach mode starts from what the targets map; the others from installed files.
+        match opts.mode {
+            Mode::Attach(_) => attacher.attach(probes, file)?,
+            _ => attacher.attach_unmapped(probes, file)?,
+        };
     }
     if attacher.function_count() == 0 {
         bail!(

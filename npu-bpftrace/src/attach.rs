@@ -10,7 +10,7 @@ use tracer_catalog::{Catalog, Domain, FunctionPatterns, ProbeDef, ProbeTable};
 use tracer_schema::session::AttachedFile;
 
 use crate::{
-    bpf::Probes,
+    bpf::{AttachKind, Probes},
     discovery::{LibraryFile, LibrarySet},
     symbols::SymbolTable,
 };
@@ -133,6 +133,10 @@ pub fn plan_file(
     plan
 }
 
+/// Functions of a library file that no process maps yet beyond which perf-event uprobes are
+/// attached only once a process maps it ([`Attacher::attach_unmapped`]).
+pub const PERF_EVENT_EAGER_LIMIT: usize = 256;
+
 /// Attaches enabled probes to each library file once, giving each function its probe id.
 pub struct Attacher {
     catalog: Arc<Catalog>,
@@ -156,11 +160,31 @@ impl Attacher {
     /// Attaches to `file` unless that file was attached before. Returns the number of
     /// functions attached.
     pub fn attach(&mut self, probes: &mut Probes, file: LibraryFile) -> Result<usize> {
-        if !self.files.insert(file.clone()) {
+        self.attach_file(probes, file, false)
+    }
+
+    /// Attaches to `file`, which no traced process maps yet (an installed library, attached
+    /// before the command starts). With perf-event uprobes, a file of more than
+    /// [`PERF_EVENT_EAGER_LIMIT`] functions (the operator libraries) waits until a process
+    /// maps it: each perf-event uprobe costs about 0.1 s to release, and most programs never
+    /// load most operator libraries.
+    pub fn attach_unmapped(&mut self, probes: &mut Probes, file: LibraryFile) -> Result<usize> {
+        self.attach_file(probes, file, true)
+    }
+
+    fn attach_file(&mut self, probes: &mut Probes, file: LibraryFile, defer: bool) -> Result<usize> {
+        if self.files.contains(&file) {
             return Ok(0);
         }
         let symbols = SymbolTable::read(&file.path)?;
         let plan = plan_file(&self.catalog, &self.selection, file.name, &symbols);
+        if defer
+            && probes.attach_kind() == AttachKind::PerfEvent
+            && plan.functions.len() > PERF_EVENT_EAGER_LIMIT
+        {
+            return Ok(0);
+        }
+        self.files.insert(file.clone());
         let mut record = AttachedFile {
             library: file.name.to_owned(),
             path: file.path.clone(),

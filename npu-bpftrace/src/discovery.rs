@@ -63,6 +63,11 @@ impl LibrarySet {
         true
     }
 
+    /// Whether `file` (by device and inode) is in the set.
+    pub fn contains(&self, file: &LibraryFile) -> bool {
+        self.seen.contains(&file.id)
+    }
+
     pub fn files(&self) -> &[LibraryFile] {
         &self.files
     }

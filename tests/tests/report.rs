@@ -1,12 +1,9 @@
 //! `npu-bpftrace report` on recorded 2-rank training runs: its figures against the
 //! simulator's ground truth of the same run.
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    process::Command,
-};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
-use tests::{Recording, npu_bpftrace, read_truth, record, sim_bin};
+use tests::{Recording, read_truth, record, sim_bin};
 
 fn train(name: &str, launcher_args: &[&str], steps: &str) -> Recording {
     let mut workload = vec![sim_bin("npu-sim-run"), "--nproc".into(), "2".into()];
@@ -15,21 +12,8 @@ fn train(name: &str, launcher_args: &[&str], steps: &str) -> Recording {
     record(name, &[], &workload)
 }
 
-/// `npu-bpftrace report DIR --format FORMAT`'s stdout; panics unless it succeeds.
 fn run_report(recording: &Recording, format: &str) -> String {
-    let out = Command::new(npu_bpftrace())
-        .arg("report")
-        .arg(&recording.dir)
-        .args(["--format", format])
-        .output()
-        .expect("running npu-bpftrace report");
-    assert!(
-        out.status.success(),
-        "report failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 report")
+    recording.report(format)
 }
 
 fn json_report(recording: &Recording) -> Value {

@@ -352,6 +352,7 @@ fn entry(f: &FunctionSpec, origin: Origin) -> Result<Entry, CatalogError> {
                 TextName::KernelName | TextName::KernelNameFromHandle => Text::KernelName,
                 TextName::Message => Text::Message,
                 TextName::DevBinary => Text::DevBinary,
+                TextName::OpType => Text::OpType,
             };
             (t.at, kind)
         }),

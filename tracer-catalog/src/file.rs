@@ -166,7 +166,7 @@ names! {
 }
 names! {
     /// `text.kind`.
-    TextName { KernelName, KernelNameFromHandle, Message, DevBinary, }
+    TextName { KernelName, KernelNameFromHandle, Message, DevBinary, OpType, }
 }
 names! {
     /// `ret`.

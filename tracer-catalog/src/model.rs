@@ -1,5 +1,7 @@
 //! The probe model: what a catalog entry says about a traced function.
-use tracer_common::{NO_ARG, ProbeRole, ProbeSpec, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_RAW};
+use tracer_common::{
+    NO_ARG, ProbeRole, ProbeSpec, SPEC_OUT_SCAN, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_RAW,
+};
 use tracer_schema::{
     rows::{ApiArgs, RAW_ARGS},
     vocab::MemoryKind,
@@ -117,6 +119,9 @@ pub enum Text {
     /// A pointer to an `rtDevBinary_t` (u32 magic, u32 version, data pointer, u64 length):
     /// its bytes are captured as they are.
     DevBinary,
+    /// An operator type (`aclopCompileAndExecuteV2`'s `opType`): names the call's row of
+    /// table `op`.
+    OpType,
 }
 
 /// The device task a call submits.
@@ -328,7 +333,12 @@ impl ProbeDef {
             },
             _pad: 0,
             role: self.device_role as u8,
-            flags: if quiet { SPEC_QUIET } else { 0 },
+            flags: if quiet { SPEC_QUIET } else { 0 }
+                | if self.role == Role::OpPrepare {
+                    SPEC_OUT_SCAN
+                } else {
+                    0
+                },
         }
     }
 

@@ -38,6 +38,8 @@ pub enum RecordKind {
     ChannelData = 6,
     /// Bytes of a device binary being registered: [`BinaryPiece`].
     BinaryPiece = 7,
+    /// What the integer arguments of a returning call pointed at: [`OutScan`].
+    OutScan = 8,
 }
 
 impl RecordKind {
@@ -50,6 +52,7 @@ impl RecordKind {
             5 => Some(Self::TaskSubmit),
             6 => Some(Self::ChannelData),
             7 => Some(Self::BinaryPiece),
+            8 => Some(Self::OutScan),
             _ => None,
         }
     }
@@ -253,6 +256,22 @@ pub struct ApiExit {
 /// `ApiExit::flags`: the out-parameter was read.
 pub const EXIT_OUT_VALID: u32 = 1;
 
+/// The 8-byte values the integer arguments of a returning call pointed at, for a function
+/// whose out-parameters sit at positions the catalog cannot know ([`SPEC_OUT_SCAN`]: an
+/// `aclnnXxxGetWorkspaceSize`, whose last two parameters are its out-parameters). Sent just
+/// before the call's [`ApiExit`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OutScan {
+    pub header: RecordHeader,
+    pub correlation_id: u64,
+    /// `values[i]`: what integer argument `i` pointed at, when bit `i` of `valid` is set (an
+    /// argument that is not a readable pointer gives nothing).
+    pub values: [u64; SCAN_ARGS],
+    pub valid: u32,
+    pub _pad: u32,
+}
+
 /// What the generic probes capture for one catalog entry (BPF map `PROBE_SPECS`, index = probe id).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +304,14 @@ pub const RAW_TEXT_LEN: usize = 24;
 /// `ProbeSpec::flags`: the function is attached for its role only; its calls are not
 /// reported as API records (e.g. the driver's SQ/CQ calls when the driver domain is off).
 pub const SPEC_QUIET: u8 = 1;
+/// `ProbeSpec::flags`: at return, read what each integer argument points at ([`OutScan`]).
+pub const SPEC_OUT_SCAN: u8 = 2;
+/// Integer arguments an [`OutScan`] reads through: operators have up to a dozen parameters
+/// before their two out-parameters, so more than [`MAX_ARGS`].
+pub const SCAN_ARGS: usize = 16;
+/// Calls of [`SPEC_OUT_SCAN`] functions in flight at once whose arguments are kept for their
+/// return (the BPF map `SCANNED_ARGS`, least recently used first out).
+pub const MAX_SCANNED_CALLS: u32 = 8192;
 
 /// Device-task work a probe does, beyond recording the call.
 #[repr(u8)]
@@ -647,6 +674,7 @@ const _: () = {
     assert!(offset_of!(ApiEnter, text) == 112);
     assert!(size_of::<ApiEnter>() == 176);
     assert!(size_of::<ApiExit>() == 56);
+    assert!(size_of::<OutScan>() == 24 + 8 + 8 * SCAN_ARGS + 8);
     assert!(size_of::<ProbeSpec>() == 8);
     assert!(size_of::<TaskKey>() == 16);
     assert!(offset_of!(TaskKey, stream_id) == 12);

@@ -52,6 +52,41 @@ pub struct TaskContext {
     /// Per-communicator sequence number of a collective.
     pub seq: Option<u64>,
     returned_ns: Option<u64>,
+    /// Kernel launches nested in the call (an operator's), by entry time: a task submitted
+    /// after one entered (on the call's thread) was launched by it and is named by it.
+    launches: Vec<(u64, Option<String>)>,
+    /// Operator calls the tasks were launched in: the call itself, or calls nested in it
+    /// (entry time, return time once known, correlation id, operator).
+    ops: Vec<NestedOp>,
+}
+
+/// An operator call within an outermost call.
+#[derive(Debug, Clone, Copy)]
+struct NestedOp {
+    start_ns: u64,
+    end_ns: Option<u64>,
+    correlation_id: u64,
+    name: &'static str,
+}
+
+impl TaskContext {
+    /// The kernel a task submitted at `submit_ns` runs: its launch's, else the call's.
+    fn kernel_name(&self, submit_ns: u64) -> Option<String> {
+        let launch = self.launches.iter().rev().find(|(at, _)| *at <= submit_ns);
+        match launch {
+            Some((_, name)) => name.clone(),
+            None => self.args.kernel_name.clone(),
+        }
+    }
+
+    /// The innermost operator call in progress at `submit_ns`.
+    fn op(&self, submit_ns: u64) -> Option<(u64, &'static str)> {
+        self.ops
+            .iter()
+            .rev()
+            .find(|op| op.start_ns <= submit_ns && op.end_ns.is_none_or(|end| submit_ns <= end))
+            .map(|op| (op.correlation_id, op.name))
+    }
 }
 
 struct Comm {
@@ -254,13 +289,14 @@ impl Activity {
         }
     }
 
-    /// An outermost call that submits device tasks entered.
+    /// An outermost call that submits device tasks entered at `ts_ns`; `op` names the
+    /// operator when it is an operator call.
     pub fn call_entered(
         &mut self,
         def: &'static ProbeDef,
-        pid: u32,
-        correlation_id: u64,
+        (pid, correlation_id, ts_ns): (u32, u64, u64),
         args: ApiArgs,
+        op: Option<&'static str>,
     ) {
         let Some(kind) = def.task else { return };
         let seq = (kind == TaskKind::Collective)
@@ -271,14 +307,60 @@ impl Activity {
                 comm.next_seq += 1;
                 comm.next_seq - 1
             });
+        let ops = op
+            .map(|name| NestedOp {
+                start_ns: ts_ns,
+                end_ns: None,
+                correlation_id,
+                name,
+            })
+            .into_iter()
+            .collect();
         let context = TaskContext {
             def,
             kind,
             args,
             seq,
             returned_ns: None,
+            launches: Vec::new(),
+            ops,
         };
         self.contexts.insert(correlation_id, context);
+    }
+
+    /// A kernel launch (of kernel `name`) entered at `ts_ns` inside outermost call
+    /// `outermost`.
+    pub fn launch_entered(&mut self, outermost: u64, ts_ns: u64, name: Option<String>) {
+        if let Some(context) = self.contexts.get_mut(&outermost) {
+            context.launches.push((ts_ns, name));
+        }
+    }
+
+    /// Operator call `correlation_id` (operator `name`) entered at `ts_ns` inside outermost
+    /// call `outermost`.
+    pub fn op_entered(&mut self, outermost: u64, ts_ns: u64, correlation_id: u64, name: &'static str) {
+        if let Some(context) = self.contexts.get_mut(&outermost) {
+            context.ops.push(NestedOp {
+                start_ns: ts_ns,
+                end_ns: None,
+                correlation_id,
+                name,
+            });
+        }
+    }
+
+    /// Operator call `correlation_id` inside `outermost` returned at `ts_ns`.
+    pub fn op_returned(&mut self, outermost: u64, correlation_id: u64, ts_ns: u64) {
+        let Some(context) = self.contexts.get_mut(&outermost) else {
+            return;
+        };
+        if let Some(op) = context
+            .ops
+            .iter_mut()
+            .find(|op| op.correlation_id == correlation_id)
+        {
+            op.end_ns = Some(ts_ns);
+        }
     }
 
     /// A call returned (any depth): memory rows, communicators, task-context bookkeeping.
@@ -844,6 +926,9 @@ impl Activity {
             device_end_cnt: known(done.end_cnt),
             submit_ns: done.info.submit_ns,
             status: Some(done.status),
+            // Set from the task's context when its row is made.
+            op_correlation_id: None,
+            op_name: None,
         };
         if held.context.is_none() {
             self.stats.tasks_without_api += 1;
@@ -914,7 +999,7 @@ impl Activity {
     fn row(
         &mut self,
         kind: TaskKind,
-        task: DeviceTask,
+        mut task: DeviceTask,
         sqe_type: u8,
         block_dim: u16,
         context: Option<TaskContext>,
@@ -923,6 +1008,11 @@ impl Activity {
             .chip
             .sqe_task_kind(sqe_type)
             .map_or(KernelType::Unknown, |(_, unit)| unit);
+        let kernel_name = context.as_ref().and_then(|c| c.kernel_name(task.submit_ns));
+        if let Some((op, name)) = context.as_ref().and_then(|c| c.op(task.submit_ns)) {
+            task.op_correlation_id = Some(op);
+            task.op_name = Some(name);
+        }
         let (def, args, seq) = match context {
             Some(c) => (Some(c.def), c.args, c.seq),
             None => (None, ApiArgs::default(), None),
@@ -932,7 +1022,7 @@ impl Activity {
         match kind {
             TaskKind::Kernel => self.output.kernels.push(KernelRow {
                 task,
-                name: args.kernel_name,
+                name: kernel_name,
                 kernel_type: unit,
                 block_dim: u32::from(block_dim),
                 api_name,
@@ -1076,6 +1166,10 @@ fn task_kind(chip: &ChipLayout, sqe_type: u8, context: Option<&TaskContext>) -> 
         (Some(TaskKind::Collective), _) => Some(TaskKind::Collective),
         // A model runs tasks of every kind: each is what its SQE says.
         (Some(TaskKind::Model), by_sqe) => by_sqe,
+        // So may an operator: its kernels, and copies where it makes them.
+        (Some(from_call), by_sqe) if context.is_some_and(|c| c.def.role.is_operator_call()) => {
+            by_sqe.or(Some(from_call))
+        }
         (_, Some(TaskKind::Sync)) => Some(TaskKind::Sync),
         (from_call, by_sqe) => from_call.or(by_sqe),
     }
@@ -1227,7 +1321,7 @@ mod tests {
             kernel_name: Some("matmul".into()),
             ..Default::default()
         };
-        a.call_entered(launch(), 100, 7, args);
+        a.call_entered(launch(), (100, 7, 0), args, None);
         a.submitted(&submit(0, 3, 10, 7, 1_000));
         // The second task's records come before its submission is seen.
         a.soc_batch(&batch(
@@ -1293,7 +1387,7 @@ mod tests {
     fn a_950_joins_32_bit_task_ids_and_reads_v2_sqe_types() {
         let mut a = Activity::new(&catalog::CHIP_950);
         a.soc_log_started(0, 0);
-        a.call_entered(launch(), 100, 7, ApiArgs::default());
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
         let mut vector = submit(0, 0, 0x1_0005, 7, 1_000);
         vector.info.sqe_type = 1;
         a.submitted(&vector);
@@ -1345,7 +1439,7 @@ mod tests {
     fn records_older_than_the_submission_are_not_its_own() {
         let mut a = Activity::default();
         a.soc_log_started(0, 0);
-        a.call_entered(launch(), 100, 7, ApiArgs::default());
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
         a.soc_batch(&batch(
             0,
             900,
@@ -1465,7 +1559,7 @@ mod tests {
             .find(|e| e.def.task == Some(TaskKind::Collective))
             .unwrap()
             .def;
-        a.call_entered(collective, 100, 9, ApiArgs::default());
+        a.call_entered(collective, (100, 9, 0), ApiArgs::default(), None);
         for (task, sqe_type) in [(1, 6), (2, 11), (3, 7)] {
             let mut s = submit(0, 5, task, 9, 1_000);
             s.info.sqe_type = sqe_type;

@@ -5,19 +5,22 @@
 //! (kernel names by function handle or stub, mstx domain names, open ranges).
 use std::{collections::HashMap, sync::Arc};
 
-use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader, TaskInfo, TaskKey};
+use tracer_common::{
+    ApiEnter, ApiExit, EXIT_OUT_VALID, OutScan, RecordHeader, SCAN_ARGS, TaskInfo, TaskKey,
+};
 
-use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, ProbeTable, Role, Text};
+use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, ProbeTable, Role, TaskKind, Text};
 use tracer_schema::{
-    rows::{ApiRow, MarkerRow},
+    rows::{ApiArgs, ApiRow, MarkerRow, OpPhase, OpRow},
     session::CorrelateStats,
-    vocab::MarkerKind,
+    vocab::{MarkerKind, OpKind},
 };
 
 use crate::{
     activity::{Activity, ActivityOutput},
     clock::ClockReading,
     decode::{Record, text},
+    operators::Operators,
     soclog::SocBatch,
 };
 
@@ -26,6 +29,7 @@ use crate::{
 pub struct Output {
     pub api: Vec<ApiRow>,
     pub markers: Vec<MarkerRow>,
+    pub ops: Vec<OpRow>,
     pub activity: ActivityOutput,
 }
 
@@ -35,6 +39,7 @@ impl Output {
         let a = &self.activity;
         self.api.len()
             + self.markers.len()
+            + self.ops.len()
             + a.kernels.len()
             + a.memcpys.len()
             + a.memsets.len()
@@ -112,6 +117,10 @@ pub struct Correlator {
     mstx_domains: HashMap<(u32, u64), String>,
     /// (pid, mstx range id) -> the range, waiting for its end.
     ranges: HashMap<(u32, u64), MarkerRow>,
+    /// What the arguments of returning first phases pointed at, until their EXIT.
+    scans: HashMap<u64, OutScan>,
+    /// First phases of operators, waiting for the second phases that run their executors.
+    operators: Operators,
     symbolizer: Box<dyn Symbolize + Send>,
     activity: Activity,
     output: Output,
@@ -142,6 +151,8 @@ impl Correlator {
             keyed_kernels: HashMap::new(),
             mstx_domains: HashMap::new(),
             ranges: HashMap::new(),
+            scans: HashMap::new(),
+            operators: Operators::default(),
             symbolizer,
             activity: Activity::new(chip),
             output: Output::default(),
@@ -153,6 +164,9 @@ impl Correlator {
         match record {
             Record::Enter(enter) => self.enter(enter, live),
             Record::Exit(exit) => self.exit(exit, live),
+            Record::OutScan(scan) => {
+                self.scans.insert(scan.correlation_id, *scan);
+            }
             Record::ThreadExit(header) => self.thread_exit(header, live),
             Record::TaskComplete(done) => self.activity.completed(done),
             Record::TaskSubmit(submit) => self.activity.submitted(submit),
@@ -222,11 +236,22 @@ impl Correlator {
             return;
         };
         live.entered(def, enter);
+        let args = def.decode_args(&enter.args, None, None);
+        let op = operator_name(def, enter, &args);
+        let (pid, id, ts) = (enter.header.pid, enter.correlation_id, enter.header.ts_ns);
         if enter.header.depth == 0 && def.task.is_some() {
-            let mut args = def.decode_args(&enter.args, None, None);
+            let mut args = args;
             args.kernel_name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
-            self.activity
-                .call_entered(def, enter.header.pid, enter.correlation_id, args);
+            self.activity.call_entered(def, (pid, id, ts), args, op);
+        } else if enter.header.depth > 0 {
+            let outermost = self.outermost_from(enter.parent_correlation_id);
+            if let Some(name) = op {
+                self.activity.op_entered(outermost, ts, id, name);
+            }
+            if def.task == Some(TaskKind::Kernel) && !def.role.is_operator_call() {
+                let name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
+                self.activity.launch_entered(outermost, ts, name);
+            }
         }
         self.open.insert(enter.correlation_id, *enter);
     }
@@ -252,16 +277,21 @@ impl Correlator {
     /// The outermost call enclosing `row` (itself when it is outermost); its ancestors are
     /// still open when it returns.
     fn outermost(&self, row: &ApiRow) -> u64 {
-        let mut outer = row.correlation_id;
-        let mut parent = row.parent_correlation_id;
-        while let Some(id) = parent {
-            outer = id;
-            parent = self
-                .open
-                .get(&id)
-                .and_then(|e| (e.parent_correlation_id != 0).then_some(e.parent_correlation_id));
+        row.parent_correlation_id
+            .map_or(row.correlation_id, |parent| self.outermost_from(parent))
+    }
+
+    /// The outermost call enclosing open call `id` (itself when it is outermost).
+    fn outermost_from(&self, mut id: u64) -> u64 {
+        while let Some(parent) = self
+            .open
+            .get(&id)
+            .map(|e| e.parent_correlation_id)
+            .filter(|&p| p != 0)
+        {
+            id = parent;
         }
-        outer
+        id
     }
 
     fn exit(&mut self, exit: &ApiExit, live: &mut impl Live) {
@@ -280,10 +310,77 @@ impl Correlator {
         row.args = def.decode_args(&enter.args, out, Some(exit.ret));
         self.apply_text(def, &enter, &mut row);
         self.apply_role(def, &enter, &mut row);
+        self.operator(def, &enter, &row);
         self.stats.calls += 1;
         self.activity.call_returned(def, &row, self.outermost(&row));
         live.exited(&row);
         self.output.api.push(row);
+    }
+
+    /// What operator roles do at return: a first phase is remembered by what its arguments
+    /// pointed at, executors are marked repeatable or gone, and an operator call is a row of
+    /// table `op` (with its first phase, found by the executor it ran).
+    fn operator(&mut self, def: &'static ProbeDef, enter: &ApiEnter, row: &ApiRow) {
+        let (pid, ok) = (row.pid, row.return_value == Some(0));
+        let scan = self.scans.remove(&row.correlation_id);
+        let handle = row.args.handle.unwrap_or(0);
+        let kind = match def.role {
+            Role::OpPrepare => {
+                if let (true, Some(scan), Some(end_ns)) = (ok, scan, row.end_ns) {
+                    let phase = OpPhase {
+                        correlation_id: row.correlation_id,
+                        api_name: def.symbol,
+                        tid: row.tid,
+                        start_ns: row.start_ns,
+                        end_ns,
+                    };
+                    self.operators.prepared(pid, phase, scanned_values(&scan));
+                }
+                return;
+            }
+            Role::OpExecutorRepeatable if ok => {
+                self.operators.set_repeatable(pid, handle);
+                return;
+            }
+            Role::OpExecutorDestroy if ok => {
+                self.operators.destroyed(pid, handle);
+                return;
+            }
+            Role::OpLaunch => OpKind::Aclnn,
+            Role::OpCompileExecute => OpKind::Aclop,
+            Role::OpModelExecute => OpKind::Model,
+            _ => return,
+        };
+        let Some(name) = operator_name(def, enter, &row.args) else {
+            return;
+        };
+        if row.parent_correlation_id.is_some()
+            && let Some(end_ns) = row.end_ns
+        {
+            let outermost = self.outermost(row);
+            self.activity
+                .op_returned(outermost, row.correlation_id, end_ns);
+        }
+        let prepare = (kind == OpKind::Aclnn && handle != 0)
+            .then(|| self.operators.ran(pid, handle))
+            .flatten();
+        let aclnn = kind == OpKind::Aclnn;
+        self.output.ops.push(OpRow {
+            correlation_id: row.correlation_id,
+            name,
+            kind,
+            api_name: def.symbol,
+            library: def.library,
+            pid,
+            tid: row.tid,
+            start_ns: row.start_ns,
+            end_ns: row.end_ns,
+            prepare,
+            workspace_bytes: row.args.bytes.filter(|_| aclnn),
+            executor: row.args.handle.filter(|_| aclnn),
+            stream: row.args.stream,
+            return_value: row.return_value,
+        });
     }
 
     fn thread_exit(&mut self, header: &RecordHeader, live: &mut impl Live) {
@@ -310,6 +407,7 @@ impl Correlator {
         row.args = def.decode_args(&enter.args, None, None);
         self.apply_text(def, &enter, &mut row);
         self.apply_role(def, &enter, &mut row);
+        self.operator(def, &enter, &row);
         self.stats.incomplete_calls += 1;
         live.exited(&row);
         self.output.api.push(row);
@@ -325,8 +423,8 @@ impl Correlator {
         match kind {
             Text::KernelName => row.args.kernel_name = Some(value()),
             Text::Message => row.args.message = Some(value()),
-            // Bytes for the role, not text.
-            Text::DevBinary => {}
+            // Bytes for the role, not text; an operator type names the call's `op` row.
+            Text::DevBinary | Text::OpType => {}
         }
     }
 
@@ -337,7 +435,7 @@ impl Correlator {
         match def.role {
             // Memory and communicator roles are device activity, handled at return.
             Role::Plain | Role::Alloc(_) | Role::Free(_) | Role::CommInit => {}
-            // Operator calls (table `op`) are not in this change yet.
+            // Operator calls and their executors: `Correlator::operator`.
             Role::OpPrepare
             | Role::OpLaunch
             | Role::OpCompileExecute
@@ -455,6 +553,23 @@ impl Correlator {
             self.output.markers.push(marker);
         }
     }
+}
+
+/// The operator an operator call runs (`aclnnAdd` -> `Add`), kept for the session.
+fn operator_name(def: &ProbeDef, enter: &ApiEnter, args: &ApiArgs) -> Option<&'static str> {
+    if !def.role.is_operator_call() {
+        return None;
+    }
+    def.operator_name(text(enter), args)
+        .map(|name| catalog::intern(&name))
+}
+
+/// The values an [`OutScan`] read (0, which no executor is, left out).
+fn scanned_values(scan: &OutScan) -> Vec<u64> {
+    (0..SCAN_ARGS)
+        .filter(|&i| scan.valid & (1 << i) != 0 && scan.values[i] != 0)
+        .map(|i| scan.values[i])
+        .collect()
 }
 
 fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {

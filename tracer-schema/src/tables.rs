@@ -18,7 +18,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::rows::{
     ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
-    SyncRow,
+    OpRow, SyncRow,
 };
 
 /// Rows of one table, buffered in one Arrow builder per column.
@@ -187,6 +187,8 @@ macro_rules! table {
                 device_end_cnt: UInt64Builder optional Delta = $task.device_end_cnt;
                 submit_ns: UInt64Builder required Delta = $task.submit_ns;
                 status: UInt32Builder optional Plain = $task.status;
+                op_correlation_id: UInt64Builder optional Delta = $task.op_correlation_id;
+                op_name: StringBuilder(SHORT_STR) optional Dictionary = $task.op_name;
                 $($columns)*
             }
         }
@@ -296,6 +298,31 @@ table! {
 }
 
 table! {
+    /// Table `op`: one row per operator call (both phases of a two-phase operator).
+    OpTable "op" for r: OpRow {
+        correlation_id: UInt64Builder required Delta = r.correlation_id;
+        name: StringBuilder(SHORT_STR) required Dictionary = r.name;
+        kind: StringBuilder(8) required Dictionary = r.kind.as_str();
+        api_name: StringBuilder(2 * SHORT_STR) required Dictionary = r.api_name;
+        library: StringBuilder(SHORT_STR) required Dictionary = r.library;
+        pid: UInt32Builder required Plain = r.pid;
+        tid: UInt32Builder required Plain = r.tid;
+        start_ns: UInt64Builder required Delta = r.start_ns;
+        end_ns: UInt64Builder optional Delta = r.end_ns;
+        prepare_correlation_id: UInt64Builder optional Delta = r.prepare.map(|p| p.correlation_id);
+        prepare_api_name: StringBuilder(2 * SHORT_STR) optional Dictionary = r.prepare.map(|p| p.api_name);
+        prepare_tid: UInt32Builder optional Plain = r.prepare.map(|p| p.tid);
+        prepare_start_ns: UInt64Builder optional Delta = r.prepare.map(|p| p.start_ns);
+        prepare_end_ns: UInt64Builder optional Delta = r.prepare.map(|p| p.end_ns);
+        host_ns: UInt64Builder optional Plain = r.host_ns();
+        workspace_bytes: UInt64Builder optional Dictionary = r.workspace_bytes;
+        executor: UInt64Builder optional Plain = r.executor;
+        stream: UInt64Builder optional Dictionary = r.stream;
+        return_value: Int64Builder optional Plain = r.return_value;
+    }
+}
+
+table! {
     /// Table `kernel`: one row per kernel execution.
     KernelTable "kernel" for r: KernelRow {
         device_task(r.task);
@@ -392,9 +419,10 @@ table! {
 }
 
 /// Every table the agent writes, in the order the report lists their row counts.
-pub const TABLES: [&str; 9] = [
+pub const TABLES: [&str; 10] = [
     ApiTable::NAME,
     MarkerTable::NAME,
+    OpTable::NAME,
     KernelTable::NAME,
     MemcpyTable::NAME,
     MemsetTable::NAME,

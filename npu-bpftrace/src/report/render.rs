@@ -76,6 +76,32 @@ fn opt_text(s: &Option<String>) -> Cell {
 fn sections(r: &Report) -> Vec<Section> {
     vec![
         Section {
+            key: "operators",
+            title: "Top operators by device time",
+            columns: &[
+                "name", "kind", "count", "1st phases", "host", "mean host", "tasks", "device",
+                "share", "errors",
+            ],
+            rows: r
+                .operators
+                .iter()
+                .map(|o| {
+                    vec![
+                        text(&o.name),
+                        text(&o.kind),
+                        Cell::Count(o.count),
+                        Cell::Count(o.first_phases),
+                        Cell::Ns(Some(o.host_ns)),
+                        Cell::Ns(o.mean_host_ns),
+                        Cell::Count(o.tasks),
+                        Cell::Ns(Some(o.device_ns)),
+                        Cell::Pct(o.share_pct),
+                        Cell::Count(o.errors),
+                    ]
+                })
+                .collect(),
+        },
+        Section {
             key: "kernels",
             title: "Kernels by total device time",
             columns: &[

@@ -17,6 +17,7 @@ use tracer_schema::{
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub header: Header,
+    pub operators: Vec<OperatorStat>,
     pub kernels: Vec<KernelStat>,
     pub api: Vec<ApiStat>,
     pub memcpy: Vec<MemcpyStat>,
@@ -36,6 +37,27 @@ pub struct Header {
     pub duration_ns: Option<u64>,
     /// Rows per table; 0 for a table that is missing or empty.
     pub rows: BTreeMap<&'static str, u64>,
+}
+
+/// One operator (table `op`, and the device rows of its calls).
+#[derive(Debug, Serialize)]
+pub struct OperatorStat {
+    pub name: String,
+    /// `aclnn`, `aclop` or `model`.
+    pub kind: String,
+    pub count: u64,
+    /// Calls whose first phase ran (the others reused a cached or repeatable executor).
+    pub first_phases: u64,
+    /// Host time of both phases, over calls that returned.
+    pub host_ns: u64,
+    pub mean_host_ns: Option<u64>,
+    /// Device tasks launched in its calls, and their device time.
+    pub tasks: u64,
+    pub device_ns: u64,
+    /// Percent of the device time of all operators.
+    pub share_pct: f64,
+    /// Calls that returned a non-zero status.
+    pub errors: u64,
 }
 
 /// One kernel name: durations are device time of the tasks that completed.
@@ -139,6 +161,7 @@ pub struct EventStat {
 pub fn summarize(ds: &Dataset) -> Result<Report> {
     Ok(Report {
         header: header(ds)?,
+        operators: operators(ds)?,
         kernels: kernels(ds.table("kernel"))?,
         api: api(ds.table("api"))?,
         memcpy: memcpy(ds.table("memcpy"))?,
@@ -207,6 +230,79 @@ fn header(ds: &Dataset) -> Result<Header> {
             .map(|&t| (t, ds.table(t).rows() as u64))
             .collect(),
     })
+}
+
+/// Tables of device tasks, whose rows carry the operator call they ran in.
+const DEVICE_TABLES: [&str; 5] = ["kernel", "memcpy", "memset", "sync", "hccl"];
+
+fn operators(ds: &Dataset) -> Result<Vec<OperatorStat>> {
+    #[derive(Default)]
+    struct Acc {
+        kind: String,
+        host: Times,
+        first_phases: u64,
+        errors: u64,
+        tasks: u64,
+        device_ns: u64,
+    }
+    let t = ds.table("op");
+    let mut groups: BTreeMap<String, Acc> = BTreeMap::new();
+    let (names, kinds) = (t.strings("name")?, t.strings("kind")?);
+    let (host, prepared, returns) = (
+        t.u64s("host_ns")?,
+        t.u64s("prepare_correlation_id")?,
+        t.i64s("return_value")?,
+    );
+    for (((name, kind), (host, prepared)), ret) in names
+        .into_iter()
+        .zip(kinds)
+        .zip(host.into_iter().zip(prepared))
+        .zip(returns)
+    {
+        let acc = groups.entry(name.unwrap_or_default()).or_default();
+        acc.kind = kind.unwrap_or_default();
+        acc.host.add(host);
+        acc.first_phases += u64::from(prepared.is_some());
+        acc.errors += u64::from(ret.is_some_and(|r| r != 0));
+    }
+    for table in DEVICE_TABLES.map(|name| ds.table(name)) {
+        // Datasets of schema 1 before the operator layer have no operator columns.
+        let Ok(names) = table.strings("op_name") else {
+            continue;
+        };
+        for (name, d) in names.into_iter().zip(table.durations()?) {
+            if let Some(acc) = name.and_then(|n| groups.get_mut(&n)) {
+                acc.tasks += 1;
+                acc.device_ns += d.unwrap_or(0);
+            }
+        }
+    }
+    let all: u64 = groups.values().map(|a| a.device_ns).sum();
+    let mut stats: Vec<OperatorStat> = groups
+        .into_iter()
+        .map(|(name, a)| OperatorStat {
+            name,
+            kind: a.kind,
+            count: a.host.count,
+            first_phases: a.first_phases,
+            host_ns: a.host.total,
+            mean_host_ns: a.host.mean(),
+            tasks: a.tasks,
+            device_ns: a.device_ns,
+            share_pct: if all == 0 {
+                0.0
+            } else {
+                100.0 * a.device_ns as f64 / all as f64
+            },
+            errors: a.errors,
+        })
+        .collect();
+    stats.sort_by(|a, b| {
+        (b.device_ns, b.host_ns)
+            .cmp(&(a.device_ns, a.host_ns))
+            .then(a.name.cmp(&b.name))
+    });
+    Ok(stats)
 }
 
 fn kernels(t: &Table) -> Result<Vec<KernelStat>> {

@@ -28,11 +28,11 @@ use tracer_schema::{
     dataset::SCHEMA_VERSION_KEY,
     rows::{
         ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
-        SyncRow,
+        OpRow, SyncRow,
     },
     tables::{
         self, ApiTable, Column, ColumnEncoding, CriticalEventTable, HcclTable, KernelTable,
-        MarkerTable, MemcpyTable, MemoryTable, MemsetTable, SyncTable, Table,
+        MarkerTable, MemcpyTable, MemoryTable, MemsetTable, OpTable, SyncTable, Table,
     },
 };
 
@@ -82,6 +82,7 @@ fn hostname() -> String {
 pub struct ParquetSink {
     api: TableWriter<ApiTable>,
     marker: TableWriter<MarkerTable>,
+    op: TableWriter<OpTable>,
     kernel: TableWriter<KernelTable>,
     memcpy: TableWriter<MemcpyTable>,
     memset: TableWriter<MemsetTable>,
@@ -100,6 +101,7 @@ impl ParquetSink {
         Ok(Self {
             api: TableWriter::create(dir, &opts)?,
             marker: TableWriter::create(dir, &opts)?,
+            op: TableWriter::create(dir, &opts)?,
             kernel: TableWriter::create(dir, &opts)?,
             memcpy: TableWriter::create(dir, &opts)?,
             memset: TableWriter::create(dir, &opts)?,
@@ -115,10 +117,12 @@ impl ParquetSink {
         let Output {
             api,
             markers,
+            ops,
             activity: a,
         } = output;
         self.write_api(&api)?;
         self.write_markers(&markers)?;
+        self.write_ops(&ops)?;
         self.write_kernels(&a.kernels)?;
         self.write_memcpys(&a.memcpys)?;
         self.write_memsets(&a.memsets)?;
@@ -134,6 +138,10 @@ impl ParquetSink {
 
     pub fn write_markers(&mut self, rows: &[MarkerRow]) -> Result<()> {
         self.marker.write(rows)
+    }
+
+    pub fn write_ops(&mut self, rows: &[OpRow]) -> Result<()> {
+        self.op.write(rows)
     }
 
     pub fn write_kernels(&mut self, rows: &[KernelRow]) -> Result<()> {
@@ -192,10 +200,11 @@ impl ParquetSink {
     }
 
     /// Every table, for the operations that treat them alike.
-    fn tables(&mut self) -> [&mut dyn Dataset; 9] {
+    fn tables(&mut self) -> [&mut dyn Dataset; 10] {
         [
             &mut self.api,
             &mut self.marker,
+            &mut self.op,
             &mut self.kernel,
             &mut self.memcpy,
             &mut self.memset,
@@ -702,6 +711,8 @@ mod tests {
             device_end_cnt: Some(50 * id + 25),
             submit_ns: 1000 * id,
             status: Some(0),
+            op_correlation_id: Some(id),
+            op_name: Some("Add"),
         }
     }
 
