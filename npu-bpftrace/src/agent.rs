@@ -127,8 +127,12 @@ const CHANNEL_BATCHES: usize = 32;
 const BATCH_RECORDS: usize = 2048;
 /// How often the ring buffer is drained when the BPF side has not woken the poller.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
-/// How often rows become durable Parquet files and processes are rescanned.
+/// How often rows become durable Parquet files.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the traced processes' memory maps are read for libraries they loaded since
+/// (torch_npu dlopens the operator libraries when it is imported, and GE's at the first
+/// aclop call): calls in between are not seen.
+const RESCAN_INTERVAL: Duration = Duration::from_millis(200);
 /// `device_time_sources` of a device whose channel another profiler owns and reads.
 const PASSIVE_SOURCE: &str = "profiling_channel_passive";
 /// How long stopping waits for the end records of tasks still running on the devices.
@@ -612,6 +616,8 @@ async fn wait_loop(
     let mut sigterm = signal(SignalKind::terminate())?;
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    let mut rescans = tokio::time::interval(RESCAN_INTERVAL);
+    let system_wide = matches!(opts.mode, Mode::SystemWide);
     let mut exited = child.map(GatedChild::wait);
     loop {
         tokio::select! {
@@ -619,13 +625,17 @@ async fn wait_loop(
             _ = sigterm.recv() => return Ok(None),
             _ = sleep_until(deadline) => return Ok(None),
             status = wait_exit(&mut exited) => return Ok(Some(status?)),
+            // Every process's maps are read only once a flush interval (system-wide).
+            _ = rescans.tick(), if !system_wide => rescan(opts, probes, attacher)?,
             _ = tick.tick() => {
                 if let Mode::Attach(pids) = &opts.mode
                     && pids.iter().all(|&pid| !process_alive(pid))
                 {
                     return Ok(None);
                 }
-                rescan(opts, probes, attacher)?;
+                if system_wide {
+                    rescan(opts, probes, attacher)?;
+                }
                 let lost = probes.drain_tasks(|tgid| !process_alive(tgid))?;
                 if !lost.is_empty() {
                     let _ = tx.send(Input::Lost(lost)).await;

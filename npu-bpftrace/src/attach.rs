@@ -12,6 +12,7 @@ use tracer_schema::session::AttachedFile;
 use crate::{
     bpf::{AttachKind, Probes},
     discovery::{LibraryFile, LibrarySet},
+    session::clock_ns,
     symbols::SymbolTable,
 };
 
@@ -191,6 +192,7 @@ impl Attacher {
             functions: Vec::new(),
             missing: plan.missing.iter().map(|s| s.to_string()).collect(),
             attach: None,
+            attached_ns: None,
         };
         let mut functions = Vec::with_capacity(plan.functions.len());
         for (offset, def, enabled) in plan.functions {
@@ -201,6 +203,7 @@ impl Attacher {
         }
         if !functions.is_empty() {
             record.attach = Some(probes.attach_file(&file.path, &functions)?);
+            record.attached_ns = Some(clock_ns(libc::CLOCK_MONOTONIC));
         }
         let count = record.functions.len();
         self.attached.push(record);

@@ -257,3 +257,71 @@ fn catalog_files_take_effect() {
         assert!(!r["return_value"].is_null(), "{r:?}");
     }
 }
+
+/// Attached to a running process before it loads its operator libraries (torch_npu dlopens
+/// them when it is imported; GE's libacl_op_compiler.so at the first aclop call): each is
+/// traced from when it appeared, every operator call after its probes were in place is a row.
+#[test]
+fn libraries_loaded_after_attach_are_traced_from_then_on() {
+    let scratch = tests::scratch_dir("ops-late-dlopen");
+    let (truth, dir, gate) = (
+        scratch.join("truth"),
+        scratch.join("trace"),
+        scratch.join("go"),
+    );
+    std::fs::create_dir_all(&truth).unwrap();
+    let mut cmd = tests::sim_command("npu-sim-app", &truth);
+    cmd.args(["eager", "--ops", "4000", "--aclop-every", "300", "--wait-file"])
+        .arg(&gate);
+    let (app, pid) = tests::attach::spawn_workload(&mut cmd, &scratch.join("app.log"));
+    let mut agent = tests::tracer_command(&truth)
+        .args(["attach", "--pid", &pid.to_string(), "--out"])
+        .arg(&dir)
+        .stderr(std::fs::File::create(scratch.join("agent.log")).unwrap())
+        .spawn()
+        .expect("npu-bpftrace attach");
+    // The agent writes session.json once its probes are attached.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !dir.join("session.json").exists() {
+        assert!(std::time::Instant::now() < deadline, "the agent never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(&gate, b"").unwrap();
+    tests::attach::stop_when_done(app);
+    let status = agent.wait().unwrap();
+    let log = std::fs::read_to_string(scratch.join("agent.log")).unwrap_or_default();
+    assert!(status.success(), "agent: {status}\n{log}");
+
+    let session = tests::attach::session(&dir);
+    let attached_at = |lib: &str| {
+        let file = session
+            .attached
+            .iter()
+            .find(|f| f.library == lib && !f.functions.is_empty())
+            .unwrap_or_else(|| panic!("{lib} attached once loaded: {:?}", session.attached));
+        file.attached_ns.expect("attach time")
+    };
+    let rows = tests::read_table(&dir, "op");
+    let lines = read_truth(&truth).remove(&u64::from(pid)).unwrap();
+    let (mut checked, mut missed) = (0, 0);
+    for op in lines.iter().filter(|l| l["type"] == "op") {
+        let since = attached_at(op["lib"].as_str().unwrap());
+        let first = &op["phase1"];
+        // A call that began before its library's probes were in place is not seen.
+        if u(&op["phase2"]["enter_ns"]) <= since
+            || (!first.is_null() && u(&first["enter_ns"]) <= since)
+        {
+            missed += 1;
+            continue;
+        }
+        let row = op_row(&rows, u64::from(pid), op);
+        assert_eq!(row["name"], op["op"], "{op}\n{row:?}");
+        assert_eq!(row["prepare_tid"], first["tid"], "{op}\n{row:?}");
+        checked += 1;
+    }
+    println!("late libraries: {checked} operator calls after their probes, {missed} before");
+    assert!(
+        checked > 1000 && lines.iter().any(|l| l["kind"] == "aclop"),
+        "{checked} checked"
+    );
+}

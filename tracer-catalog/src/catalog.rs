@@ -85,7 +85,7 @@ pub struct Entry {
     pub symbols: Symbols,
     /// The `exclude` globs, as written.
     pub exclude: Vec<&'static str>,
-    library: GlobMatcher,
+    library: GlobSet,
     pub origin: Origin,
 }
 
@@ -136,6 +136,11 @@ pub struct Catalog {
     /// Glob entries: indices into `entries`.
     globs: Vec<usize>,
     libraries: Vec<LibraryRule>,
+    /// Every library pattern of the rules and entries in one set: discovery asks about
+    /// every file a process maps, often.
+    known_libraries: GlobSet,
+    /// The patterns of `known_libraries`, to build it again when a file is added.
+    library_patterns: Vec<String>,
     /// The release lines of the files, for `probes`.
     releases: Vec<String>,
 }
@@ -204,6 +209,9 @@ impl Catalog {
             source += &format!(": {description}");
         }
         self.releases.push(source);
+        self.library_patterns
+            .extend(known_libraries(&parsed).map(str::to_owned));
+        self.known_libraries = glob_set(&self.library_patterns)?;
         Ok(())
     }
 
@@ -265,9 +273,8 @@ impl Catalog {
     /// Whether discovery looks for library file `file_name`: a `[[library]]` rule or an
     /// entry names it.
     pub fn knows_library(&self, file_name: &str) -> bool {
-        let name = library_base_name(file_name);
-        self.libraries.iter().any(|r| r.matcher.is_match(name))
-            || self.entries.iter().any(|e| e.names_library(name))
+        self.known_libraries
+            .is_match(library_base_name(file_name))
     }
 
     /// The exact entry of function `symbol`, whatever its library (tests, replays, the
@@ -294,6 +301,23 @@ impl Catalog {
             .find(|e| e.def.device_role == ProbeRole::SqSend)
             .map(|e| e.def.library)
     }
+}
+
+/// The library names and patterns of a file's rules and entries.
+fn known_libraries(file: &CatalogFile) -> impl Iterator<Item = &str> {
+    let rules = file.library.iter().map(|l| l.get_ref().name.as_str());
+    let entries = file.function.iter().flat_map(|f| f.get_ref().library.names());
+    rules.chain(entries.map(String::as_str))
+}
+
+fn glob_set(patterns: &[String]) -> Result<GlobSet, CatalogError> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        set.add(
+            Glob::new(pattern).map_err(|e| CatalogError(format!("'{pattern}': {}", e.kind())))?,
+        );
+    }
+    set.build().map_err(|e| CatalogError(e.to_string()))
 }
 
 fn glob(pattern: &str) -> Result<GlobMatcher, CatalogError> {
@@ -336,7 +360,7 @@ fn entry(f: &FunctionSpec, origin: Origin) -> Result<Entry, CatalogError> {
         })
         .collect();
     let def = ProbeDef {
-        library: intern(&f.library),
+        library: intern(f.library.first()),
         symbol: intern(&f.symbol),
         domain: domain(f.domain),
         mspti: f.mspti.map(|m| {
@@ -412,7 +436,7 @@ fn entry(f: &FunctionSpec, origin: Origin) -> Result<Entry, CatalogError> {
         def,
         symbols,
         exclude: f.exclude.iter().map(|x| intern(x)).collect(),
-        library: glob(&f.library)?,
+        library: glob_set(f.library.names())?,
         origin,
     })
 }

@@ -37,6 +37,28 @@ pub(crate) struct Header {
     pub(crate) description: Option<String>,
 }
 
+/// One library name or glob, or a list of them.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Libraries {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Libraries {
+    pub(crate) fn names(&self) -> &[String] {
+        match self {
+            Self::One(name) => std::slice::from_ref(name),
+            Self::Many(names) => names,
+        }
+    }
+
+    /// The first name: where the function's calls are said to come from.
+    pub(crate) fn first(&self) -> &str {
+        self.names().first().map_or("", String::as_str)
+    }
+}
+
 /// `[[library]]`: a library file name (or glob) discovery attaches to.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,8 +71,9 @@ pub(crate) struct LibrarySpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FunctionSpec {
-    /// Library file name (`libascendcl.so`), or a glob (`libopapi*.so`).
-    pub(crate) library: String,
+    /// Library file name (`libascendcl.so`), a glob (`libopapi*.so`), or a list of them
+    /// (the first name is the function's home, the others where other releases put it).
+    pub(crate) library: Libraries,
     /// Function name, or a glob (`aclnn*GetWorkspaceSize`).
     pub(crate) symbol: String,
     /// Globs of names a glob `symbol` leaves out.
@@ -253,12 +276,13 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<CatalogFile, FileError> 
         let line = line_of(text, function.span().start);
         let f = function.get_ref();
         check_function(f).map_err(|m| error(line, format!("{}: {m}", f.symbol)))?;
-        if let Some(first) = seen.insert((&f.library, &f.symbol), line) {
+        if let Some(first) = seen.insert((f.library.first(), &f.symbol), line) {
             return Err(error(
                 line,
                 format!(
                     "{} of {} is already listed on line {first}",
-                    f.symbol, f.library
+                    f.symbol,
+                    f.library.first()
                 ),
             ));
         }
@@ -291,7 +315,12 @@ fn check_glob(pattern: &str, what: &str) -> Result<(), String> {
 
 /// Checks that one entry says something the pipeline can act on.
 fn check_function(f: &FunctionSpec) -> Result<(), String> {
-    check_glob(&f.library, "library")?;
+    if f.library.names().is_empty() {
+        return Err("an empty library list".into());
+    }
+    for library in f.library.names() {
+        check_glob(library, "library")?;
+    }
     check_glob(&f.symbol, "symbol")?;
     for exclude in &f.exclude {
         check_glob(exclude, "exclude")?;
