@@ -574,7 +574,11 @@ fn initial_libraries(opts: &TraceOptions) -> Result<Vec<LibraryFile>> {
         Mode::Command(_) => installed(),
         Mode::SystemWide => {
             let mut files = installed();
-            files.extend(discovery::scan_processes(&opts.catalog).into_iter().flat_map(|(_, l)| l));
+            files.extend(
+                discovery::scan_processes(&opts.catalog)
+                    .into_iter()
+                    .flat_map(|(_, l)| l),
+            );
             files
         }
     };

@@ -173,7 +173,12 @@ impl Attacher {
         self.attach_file(probes, file, true)
     }
 
-    fn attach_file(&mut self, probes: &mut Probes, file: LibraryFile, defer: bool) -> Result<usize> {
+    fn attach_file(
+        &mut self,
+        probes: &mut Probes,
+        file: LibraryFile,
+        defer: bool,
+    ) -> Result<usize> {
         if self.files.contains(&file) {
             return Ok(0);
         }

@@ -19,7 +19,8 @@ use npu_bpftrace::{
 use tracer_catalog::Catalog;
 
 /// Trace Huawei Ascend NPU (CANN) workloads with eBPF uprobes: every ACL, runtime, HCCL and
-/// mstx call of a process, with zero code change, written to Parquet.
+/// mstx call and every operator (aclnn, aclop) of a process, with zero code change, written to
+/// Parquet.
 #[derive(Debug, Parser)]
 #[command(
     name = "npu-bpftrace",
@@ -33,7 +34,7 @@ use tracer_catalog::Catalog;
       npu-bpftrace report DIR                          summarize a recorded trace\n  \
       npu-bpftrace export DIR -o trace.json            timeline for Perfetto UI / chrome://tracing\n\n\
       Output: DIR/<table>/host=<host>/part-<n>.parquet and DIR/session.json, tables api, marker,\n\
-      kernel, memcpy, memset, sync, memory, hccl, critical_event; read it with `npu-bpftrace\n\
+      op, kernel, memcpy, memset, sync, memory, hccl, critical_event; read it with `npu-bpftrace\n\
       report` or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;\n\n\
       Device task times come from the driver's profiling channel 50, as msPTI reads them; on a\n\
       device whose channel another profiler owns, from completion entries (session.json says\n\
@@ -86,10 +87,10 @@ pub(crate) enum Command {
     },
     /// Summarize a recorded dataset, like `nsys stats`.
     ///
-    /// Prints top kernels by device time, API calls by host time with errors, copies by
-    /// direction with bandwidth, HCCL collectives with per-rank arrival skew, mstx ranges, and
-    /// whether the trace is complete (critical events, drops). It reads the Parquet files
-    /// back, so it also proves they are readable.
+    /// Prints top operators and kernels by device time, API calls by host time with errors,
+    /// copies by direction with bandwidth, HCCL collectives with per-rank arrival skew, mstx
+    /// ranges, and whether the trace is complete (critical events, drops). It reads the
+    /// Parquet files back, so it also proves they are readable.
     #[command(after_help = "Examples:\n  \
       npu-bpftrace report ./npu-trace-20250101-120000\n  \
       npu-bpftrace report DIR --format json | jq '.kernels[:5]'\n  \

@@ -210,7 +210,11 @@ mod tests {
             Catalog::builtin(),
         );
         let names: Vec<&str> = found.iter().map(|f| f.name).collect();
-        assert_eq!(names, ["libhccl.so", "libfoo.so"], "--lib names a file whatever its name");
+        assert_eq!(
+            names,
+            ["libhccl.so", "libfoo.so"],
+            "--lib names a file whatever its name"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

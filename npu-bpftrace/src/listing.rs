@@ -37,7 +37,11 @@ pub fn render(catalog: &Catalog, selection: &Selection, files: &[LibraryFile]) -
     for (index, entry) in catalog.entries().iter().enumerate() {
         writeln!(out, "{}", entry_line(index, entry, &resolved))?;
     }
-    writeln!(out, "\nattached with this selection ({} files):", resolved.len())?;
+    writeln!(
+        out,
+        "\nattached with this selection ({} files):",
+        resolved.len()
+    )?;
     for r in &resolved {
         let total: usize = r.by_entry.values().map(Vec::len).sum();
         writeln!(
@@ -157,7 +161,10 @@ fn exact_place(index: usize, symbol: &str, entry: &Entry, resolved: &[Resolved])
     });
     match at {
         Some(at) => at,
-        None if resolved.iter().any(|r| r.missing.contains(&entry.def.symbol)) => {
+        None if resolved
+            .iter()
+            .any(|r| r.missing.contains(&entry.def.symbol)) =>
+        {
             "not found".to_owned()
         }
         None if resolved.iter().any(|r| entry.names_library(r.file.name)) => {

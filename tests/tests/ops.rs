@@ -71,7 +71,7 @@ fn op_row<'a>(rows: &'a [Row], pid: u64, op: &Value) -> &'a Row {
 fn eager_operators_match_truth() {
     let workload = [
         vec![sim_bin("npu-sim-app")],
-        args(&["eager", "--ops", "3000", "--aclop-every", "500"]),
+        args(&["eager", "--ops", "2000", "--aclop-every", "400"]),
     ]
     .concat();
     let recording = record("ops-eager", &[], &workload);
@@ -99,11 +99,17 @@ fn eager_operators_match_truth() {
         assert_eq!(row["return_value"], op["ret"], "{ctx}");
         let phase1 = &op["phase1"];
         if phase1.is_null() {
-            assert!(row["prepare_correlation_id"].is_null(), "no first phase: {ctx}");
+            assert!(
+                row["prepare_correlation_id"].is_null(),
+                "no first phase: {ctx}"
+            );
             hits += usize::from(op["cache_hit"] == true);
         } else {
             let enter = u(&phase1["enter_ns"]);
-            assert_eq!(row["prepare_tid"], phase1["tid"], "first phase thread: {ctx}");
+            assert_eq!(
+                row["prepare_tid"], phase1["tid"],
+                "first phase thread: {ctx}"
+            );
             assert_eq!(row["prepare_api_name"], phase1["fn"], "{ctx}");
             assert!(
                 u(&row["prepare_start_ns"]) <= enter && enter <= u(&row["prepare_end_ns"]),
@@ -137,7 +143,10 @@ fn eager_operators_match_truth() {
             assert_eq!(k["op_name"], op["op"], "{ctx}");
         }
     }
-    assert!(hits > 100 && aclop >= 5 && repeated >= 1, "hits {hits}, aclop {aclop}, repeated {repeated}");
+    assert!(
+        hits > 100 && aclop >= 3 && repeated >= 1,
+        "hits {hits}, aclop {aclop}, repeated {repeated}"
+    );
     // Every successful operator call is a truth call; the others failed.
     let ok_rows = rows.iter().filter(|r| r["return_value"] == 0).count();
     let ok_truth = ops.iter().filter(|(_, o)| o["ret"] == 0).count();
@@ -235,7 +244,9 @@ fn catalog_files_take_effect() {
     );
     let api = recording.table("api");
     let count = |name: &str| api.iter().filter(|r| r["name"] == name).count();
-    assert!(count("aclCreateTensor") > 0 && count("aclCreateIntArray") + count("aclCreateTensor") > 0);
+    assert!(
+        count("aclCreateTensor") > 0 && count("aclCreateIntArray") + count("aclCreateTensor") > 0
+    );
     assert_eq!(count("aclCreateScalar"), 0, "excluded");
     let destroy: Vec<&Row> = api
         .iter()
@@ -253,7 +264,10 @@ fn catalog_files_take_effect() {
     assert!(!tensors.is_empty());
     for r in &tensors {
         assert_eq!(r["domain"], "OP", "the library's domain: {r:?}");
-        assert!(r["arg0"].as_u64().is_some_and(|a| a != 0), "raw argument: {r:?}");
+        assert!(
+            r["arg0"].as_u64().is_some_and(|a| a != 0),
+            "raw argument: {r:?}"
+        );
         assert!(!r["return_value"].is_null(), "{r:?}");
     }
 }
@@ -271,8 +285,15 @@ fn libraries_loaded_after_attach_are_traced_from_then_on() {
     );
     std::fs::create_dir_all(&truth).unwrap();
     let mut cmd = tests::sim_command("npu-sim-app", &truth);
-    cmd.args(["eager", "--ops", "4000", "--aclop-every", "300", "--wait-file"])
-        .arg(&gate);
+    cmd.args([
+        "eager",
+        "--ops",
+        "4000",
+        "--aclop-every",
+        "300",
+        "--wait-file",
+    ])
+    .arg(&gate);
     let (app, pid) = tests::attach::spawn_workload(&mut cmd, &scratch.join("app.log"));
     let mut agent = tests::tracer_command(&truth)
         .args(["attach", "--pid", &pid.to_string(), "--out"])
@@ -283,7 +304,10 @@ fn libraries_loaded_after_attach_are_traced_from_then_on() {
     // The agent writes session.json once its probes are attached.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !dir.join("session.json").exists() {
-        assert!(std::time::Instant::now() < deadline, "the agent never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::fs::write(&gate, b"").unwrap();

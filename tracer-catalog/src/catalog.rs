@@ -16,8 +16,8 @@ use crate::file::{
     OpNameFrom, PayloadName, RetName, RoleName, TaskName, TextName,
 };
 use crate::model::{
-    Arg, Column, Domain, MsptiDomain, OpNaming, Out, Payload, ProbeDef, Ret, Role, TaskKind,
-    Text, library_base_name,
+    Arg, Column, Domain, MsptiDomain, OpNaming, Out, Payload, ProbeDef, Ret, Role, TaskKind, Text,
+    library_base_name,
 };
 
 /// The built-in catalogs, one per CANN release line, newest last.
@@ -234,10 +234,14 @@ impl Catalog {
     /// The index in [`Catalog::entries`] of [`Catalog::entry_for`]'s entry.
     pub fn entry_index(&self, library: &str, symbol: &str) -> Option<usize> {
         let exact = self.exact.get(symbol).into_iter().flatten();
-        exact.rev().chain(self.globs.iter().rev()).copied().find(|&i| {
-            let e = &self.entries[i];
-            e.names_library(library) && e.symbols.matches(symbol)
-        })
+        exact
+            .rev()
+            .chain(self.globs.iter().rev())
+            .copied()
+            .find(|&i| {
+                let e = &self.entries[i];
+                e.names_library(library) && e.symbols.matches(symbol)
+            })
     }
 
     /// What function `symbol` of library file `library` is traced as, if an entry names it.
@@ -273,8 +277,7 @@ impl Catalog {
     /// Whether discovery looks for library file `file_name`: a `[[library]]` rule or an
     /// entry names it.
     pub fn knows_library(&self, file_name: &str) -> bool {
-        self.known_libraries
-            .is_match(library_base_name(file_name))
+        self.known_libraries.is_match(library_base_name(file_name))
     }
 
     /// The exact entry of function `symbol`, whatever its library (tests, replays, the
@@ -306,7 +309,10 @@ impl Catalog {
 /// The library names and patterns of a file's rules and entries.
 fn known_libraries(file: &CatalogFile) -> impl Iterator<Item = &str> {
     let rules = file.library.iter().map(|l| l.get_ref().name.as_str());
-    let entries = file.function.iter().flat_map(|f| f.get_ref().library.names());
+    let entries = file
+        .function
+        .iter()
+        .flat_map(|f| f.get_ref().library.names());
     rules.chain(entries.map(String::as_str))
 }
 

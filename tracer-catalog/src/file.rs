@@ -421,10 +421,7 @@ fn check_role(f: &FunctionSpec) -> Result<(), String> {
             "role {:?} needs `op` (how its operator is named)",
             f.role
         )),
-        (Some(_), false) => Err(format!(
-            "`op` goes with an operator role, not {:?}",
-            f.role
-        )),
+        (Some(_), false) => Err(format!("`op` goes with an operator role, not {:?}", f.role)),
         (None, false) => Ok(()),
         (Some(op), true) => check_op(op, f, &filled),
     }
@@ -446,9 +443,9 @@ fn check_op(op: &OpSpec, f: &FunctionSpec, filled: &[ColumnName]) -> Result<(), 
         OpNameFrom::Text => Ok(()),
         OpNameFrom::Column => match op.column {
             None => Err("op.name = \"column\" needs op.column".into()),
-            Some(c) if !filled.contains(&c) => Err(format!(
-                "op.column {c:?} is not a column the entry fills"
-            )),
+            Some(c) if !filled.contains(&c) => {
+                Err(format!("op.column {c:?} is not a column the entry fills"))
+            }
             Some(_) => Ok(()),
         },
     }
@@ -471,12 +468,15 @@ mod tests {
 
     #[test]
     fn errors_name_the_file_and_line() {
-        let err = parse_str(
-            "\n[[function]]\nlibrary = \"libx.so\"\nsymbol = \"f\"\ndomain = \"gpu\"\n",
-        )
-        .unwrap_err();
+        let err =
+            parse_str("\n[[function]]\nlibrary = \"libx.so\"\nsymbol = \"f\"\ndomain = \"gpu\"\n")
+                .unwrap_err();
         assert_eq!(err.line, 7, "{err}");
-        assert!(err.to_string().starts_with("test.toml:7: unknown variant `gpu`"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("test.toml:7: unknown variant `gpu`"),
+            "{err}"
+        );
         assert!(!err.to_string().contains('\n'), "one line: {err}");
 
         let err = parse_str(
@@ -487,10 +487,9 @@ mod tests {
         assert_eq!(err.line, 3, "{err}");
         assert!(err.message.contains("first 8 integer arguments"), "{err}");
 
-        let err = parse_str(
-            "[[function]]\nlibrary = \"libx.so\"\nsymbol = \"f[\"\ndomain = \"acl\"\n",
-        )
-        .unwrap_err();
+        let err =
+            parse_str("[[function]]\nlibrary = \"libx.so\"\nsymbol = \"f[\"\ndomain = \"acl\"\n")
+                .unwrap_err();
         assert!(err.message.contains("not a valid glob"), "{err}");
 
         let err = parse("[catalog]\nformat = 2\n", "v2.toml").unwrap_err();

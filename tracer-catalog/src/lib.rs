@@ -114,7 +114,10 @@ mod tests {
         // Newer releases: AscendCL's runtime part and HCCL's communication library.
         let moved = catalog.resolve("libacl_rt.so", "aclrtMalloc").unwrap();
         assert_eq!(moved.library, "libacl_rt.so");
-        assert_eq!(catalog.find("aclrtMalloc").unwrap().library, "libascendcl.so");
+        assert_eq!(
+            catalog.find("aclrtMalloc").unwrap().library,
+            "libascendcl.so"
+        );
         assert!(catalog.resolve("libhcomm.so", "HcclAllReduce").is_some());
         // Operator libraries: every feature library, phase by phase.
         assert!(catalog.knows_library("libopapi_nn.so") && catalog.knows_library("libnnopbase.so"));
@@ -125,7 +128,10 @@ mod tests {
             .unwrap();
         assert_eq!(prepare.role, Role::OpPrepare);
         let args = tracer_schema::rows::ApiArgs::default();
-        assert_eq!(prepare.operator_name(b"", &args).as_deref(), Some("AddCustom"));
+        assert_eq!(
+            prepare.operator_name(b"", &args).as_deref(),
+            Some("AddCustom")
+        );
         assert_eq!(run.operator_name(b"", &args).as_deref(), Some("Matmul"));
         let aclop = catalog
             .resolve("libacl_op_compiler.so", "aclopCompileAndExecuteV2")
@@ -145,7 +151,11 @@ mod tests {
         assert_eq!(overridden.domain, Domain::Mstx);
         let entry = catalog.entry_for("libfoo_v2.so", "foo_run").unwrap();
         assert_eq!(entry.origin.to_string(), "mine.toml:9");
-        assert!(catalog.entry_for("libfoo_v2.so", "foo_internal_x").is_none());
+        assert!(
+            catalog
+                .entry_for("libfoo_v2.so", "foo_internal_x")
+                .is_none()
+        );
         assert!(catalog.knows_library("libfoo_v2.so"));
         let generic = catalog.generic("libascendcl.so", "aclrtGetVersion");
         assert_eq!(generic.domain, Domain::Acl);

@@ -350,7 +350,10 @@ impl ProbeDef {
                 strip_prefix,
                 strip_suffix,
             } => {
-                let name = self.symbol.strip_prefix(strip_prefix).unwrap_or(self.symbol);
+                let name = self
+                    .symbol
+                    .strip_prefix(strip_prefix)
+                    .unwrap_or(self.symbol);
                 Some(name.strip_suffix(strip_suffix).unwrap_or(name).to_owned())
             }
             OpNaming::Text => {

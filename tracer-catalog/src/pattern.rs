@@ -104,7 +104,11 @@ mod tests {
 
     #[test]
     fn bad_patterns_say_why() {
-        let bad = |p: &str| FunctionPatterns::new(&[p.to_string()]).unwrap_err().to_string();
+        let bad = |p: &str| {
+            FunctionPatterns::new(&[p.to_string()])
+                .unwrap_err()
+                .to_string()
+        };
         assert!(bad("!").contains("empty function pattern"), "{}", bad("!"));
         assert!(bad("acl[").contains("not a valid glob"), "{}", bad("acl["));
     }

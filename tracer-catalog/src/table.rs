@@ -95,7 +95,11 @@ impl ProbeTable {
     }
 
     pub fn len(&self) -> usize {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).defs.len()
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .defs
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {

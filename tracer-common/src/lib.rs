@@ -288,7 +288,7 @@ pub struct ProbeSpec {
     pub _pad: u16,
     /// A [`ProbeRole`] as u8: what else the probe does besides ENTER/EXIT.
     pub role: u8,
-    /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only).
+    /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only); [`SPEC_OUT_SCAN`].
     pub flags: u8,
 }
 

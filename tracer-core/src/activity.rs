@@ -338,7 +338,13 @@ impl Activity {
 
     /// Operator call `correlation_id` (operator `name`) entered at `ts_ns` inside outermost
     /// call `outermost`.
-    pub fn op_entered(&mut self, outermost: u64, ts_ns: u64, correlation_id: u64, name: &'static str) {
+    pub fn op_entered(
+        &mut self,
+        outermost: u64,
+        ts_ns: u64,
+        correlation_id: u64,
+        name: &'static str,
+    ) {
         if let Some(context) = self.contexts.get_mut(&outermost) {
             context.ops.push(NestedOp {
                 start_ns: ts_ns,

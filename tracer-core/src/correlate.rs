@@ -619,14 +619,7 @@ mod tests {
         let mut text = [0u8; TEXT_LEN];
         text[..s.len()].copy_from_slice(s.as_bytes());
         Record::Enter(ApiEnter {
-            header: RecordHeader::new(
-                RecordKind::ApiEnter,
-                self::probe(probe),
-                0,
-                10,
-                11,
-                ts,
-            ),
+            header: RecordHeader::new(RecordKind::ApiEnter, self::probe(probe), 0, 10, 11, ts),
             correlation_id: id,
             parent_correlation_id: parent,
             args,
@@ -638,14 +631,7 @@ mod tests {
 
     fn exit(probe: &str, id: u64, ts: u64, ret: u64, out: Option<u64>) -> Record {
         Record::Exit(ApiExit {
-            header: RecordHeader::new(
-                RecordKind::ApiExit,
-                self::probe(probe),
-                0,
-                10,
-                11,
-                ts,
-            ),
+            header: RecordHeader::new(RecordKind::ApiExit, self::probe(probe), 0, 10, 11, ts),
             correlation_id: id,
             ret,
             out_value: out.unwrap_or(0),

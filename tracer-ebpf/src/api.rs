@@ -11,13 +11,13 @@ use aya_ebpf::{
 };
 use tracer_common::{
     ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FRAME_COPY_CHANNEL, Frame, MAX_ARGS, MAX_DEPTH,
-    OutScan, ProbeRole, ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SPEC_OUT_SCAN,
-    SCAN_ARGS, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_LEN, TEXT_RAW, ThreadState,
+    OutScan, ProbeRole, ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SCAN_ARGS,
+    SPEC_OUT_SCAN, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_LEN, TEXT_RAW, ThreadState,
 };
 
 use crate::maps::{
-    EVENTS, LAYOUT, PROBE_SPECS, SCAN_SCRATCH, SCANNED_ARGS, THREADS, count_drop, current_ids, is_traced,
-    next_correlation_id, read, submit_flags,
+    EVENTS, LAYOUT, PROBE_SPECS, SCAN_SCRATCH, SCANNED_ARGS, THREADS, count_drop, current_ids,
+    is_traced, next_correlation_id, read, submit_flags,
 };
 use crate::{pieces, tasks};
 
@@ -195,9 +195,7 @@ fn keep_scan_args(ctx: &ProbeContext, correlation_id: u64, args: &[u64; MAX_ARGS
     };
     // SAFETY: a per-CPU map value, ours for this program run.
     let all = unsafe { &mut *all };
-    for i in 0..MAX_ARGS {
-        all[i] = args[i];
-    }
+    all[..MAX_ARGS].copy_from_slice(args);
     const TAIL_BYTES: u32 = ((SCAN_ARGS - MAX_ARGS) * 8) as u32;
     // SAFETY: the destination is the map value's last SCAN_ARGS - MAX_ARGS words; the
     // helper faults safely on bad user pointers (and zeroes the destination then).
@@ -208,7 +206,7 @@ fn keep_scan_args(ctx: &ProbeContext, correlation_id: u64, args: &[u64; MAX_ARGS
             stack_after_args(ctx) as *const core::ffi::c_void,
         );
     }
-    if SCANNED_ARGS.insert(&correlation_id, all, 0).is_err() {
+    if SCANNED_ARGS.insert(correlation_id, all, 0).is_err() {
         count_drop(DropKind::OutRead);
     }
 }
@@ -390,12 +388,12 @@ fn pop_frame(state: &mut ThreadState, probe: u16) -> Option<Frame> {
 /// record does not fit the BPF stack. A BPF subprogram, like [`keep_scan_args`].
 #[inline(never)]
 fn scan_out(header: &RecordHeader, correlation_id: u64) {
-    let Some(args) = SCANNED_ARGS.get_ptr(&correlation_id) else {
+    let Some(args) = SCANNED_ARGS.get_ptr(correlation_id) else {
         return;
     };
     let Some(mut entry) = EVENTS.reserve::<OutScan>(0) else {
         count_drop(DropKind::ApiExit);
-        let _ = SCANNED_ARGS.remove(&correlation_id);
+        let _ = SCANNED_ARGS.remove(correlation_id);
         return;
     };
     let rec = entry.as_mut_ptr();
@@ -420,7 +418,7 @@ fn scan_out(header: &RecordHeader, correlation_id: u64) {
         }
     }
     entry.submit(submit_flags());
-    let _ = SCANNED_ARGS.remove(&correlation_id);
+    let _ = SCANNED_ARGS.remove(correlation_id);
 }
 
 /// Reads `size` bytes (1..=8) of the out-parameter the call wrote.

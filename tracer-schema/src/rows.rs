@@ -169,7 +169,9 @@ impl OpRow {
     /// Host time of both phases.
     pub fn host_ns(&self) -> Option<u64> {
         let run = self.end_ns?.checked_sub(self.start_ns)?;
-        let prepare = self.prepare.map_or(0, |p| p.end_ns.saturating_sub(p.start_ns));
+        let prepare = self
+            .prepare
+            .map_or(0, |p| p.end_ns.saturating_sub(p.start_ns));
         Some(run + prepare)
     }
 }

@@ -79,8 +79,16 @@ fn sections(r: &Report) -> Vec<Section> {
             key: "operators",
             title: "Top operators by device time",
             columns: &[
-                "name", "kind", "count", "1st phases", "host", "mean host", "tasks", "device",
-                "share", "errors",
+                "name",
+                "kind",
+                "count",
+                "1st phases",
+                "host",
+                "mean host",
+                "tasks",
+                "device",
+                "share",
+                "errors",
             ],
             rows: r
                 .operators
