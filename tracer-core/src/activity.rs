@@ -186,6 +186,48 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// stream is 0 on a chip whose records name none).
 type DeviceTaskKey = (u32, u16, u32);
 
+/// Submissions waiting for their device records, oldest first per (device, stream, task):
+/// a device-wide stream id is reused once its stream is destroyed, and a task of the new
+/// stream may be submitted before the channel delivered the records of the old stream's
+/// task with the same ids. Records of one key come in submission order.
+#[derive(Debug, Default)]
+struct Waiting(HashMap<DeviceTaskKey, VecDeque<Submitted>>);
+
+impl Waiting {
+    fn contains_key(&self, key: &DeviceTaskKey) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// The oldest submission of `key`.
+    fn oldest_mut(&mut self, key: &DeviceTaskKey) -> Option<&mut Submitted> {
+        self.0.get_mut(key)?.front_mut()
+    }
+
+    /// Removes and returns the oldest submission of `key`.
+    fn take_oldest(&mut self, key: &DeviceTaskKey) -> Option<Submitted> {
+        let queue = self.0.get_mut(key)?;
+        let oldest = queue.pop_front();
+        if queue.is_empty() {
+            self.0.remove(key);
+        }
+        oldest
+    }
+
+    fn push(&mut self, key: DeviceTaskKey, submitted: Submitted) {
+        self.0.entry(key).or_default().push_back(submitted);
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Submitted> {
+        self.0.values().flatten()
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = (DeviceTaskKey, Submitted)> + '_ {
+        self.0
+            .drain()
+            .flat_map(|(key, queue)| queue.into_iter().map(move |s| (key, s)))
+    }
+}
+
 /// A submission waiting for its device records.
 #[derive(Debug, Clone, Copy)]
 struct Submitted {
@@ -228,7 +270,7 @@ pub struct Activity {
     tasks_per_call: HashMap<u64, u32>,
     /// Devices whose task times come from the profiling channel, since when (trace time).
     soc_devices: BTreeMap<u32, u64>,
-    submitted: HashMap<DeviceTaskKey, Submitted>,
+    submitted: Waiting,
     /// Tasks loaded into model streams (`halStreamTaskFill`), run by each execution.
     loaded: HashMap<DeviceTaskKey, Submitted>,
     /// Runs of loaded tasks (their begin and end records) waiting to be given to the model
@@ -271,7 +313,7 @@ impl Activity {
             contexts: HashMap::new(),
             tasks_per_call: HashMap::new(),
             soc_devices: BTreeMap::new(),
-            submitted: HashMap::new(),
+            submitted: Waiting::default(),
             loaded: HashMap::new(),
             loaded_runs: HashMap::new(),
             executions: BTreeMap::new(),
@@ -514,18 +556,24 @@ impl Activity {
             begin_cnt: None,
         };
         let mut early = self.unmatched.remove(&key).unwrap_or_default();
-        let latest = early.pop_back();
-        self.stats.channel_records_unmatched += early.len() as u64;
-        match latest {
-            // Records read before the task was even submitted belong to an earlier task
-            // with the same ids (a wrapped id, a process not traced).
-            Some(early) if early.read_ns >= submit.header.ts_ns => {
-                self.timed_by_channel(key, submitted, early)
+        // Records read before the task was even submitted belong to an earlier task with
+        // the same ids (a wrapped id, a process not traced). Of the others the first run is
+        // this task's; later ones are of later tasks with these ids (a reused stream id),
+        // whose submissions the ring buffer has not delivered yet.
+        let stale = early
+            .iter()
+            .take_while(|run| run.read_ns < submit.header.ts_ns)
+            .count();
+        self.stats.channel_records_unmatched += stale as u64;
+        early.drain(..stale);
+        match early.pop_front() {
+            Some(run) => {
+                if !early.is_empty() {
+                    self.unmatched.insert(key, early);
+                }
+                self.timed_by_channel(key, submitted, run)
             }
-            stale => {
-                self.stats.channel_records_unmatched += u64::from(stale.is_some());
-                self.submitted.insert(key, submitted);
-            }
+            None => self.submitted.push(key, submitted),
         }
     }
 
@@ -538,7 +586,7 @@ impl Activity {
                 self.loaded_run(key, record, batch.read_ns);
                 continue;
             }
-            let Some(submitted) = self.submitted.get_mut(&key) else {
+            let Some(submitted) = self.submitted.oldest_mut(&key) else {
                 push_run(
                     self.unmatched.entry(key).or_default(),
                     record,
@@ -549,8 +597,9 @@ impl Activity {
             match record.edge {
                 SocEdge::Begin => submitted.begin_cnt = Some(record.cnt),
                 SocEdge::End => {
-                    let submitted = *submitted;
-                    self.submitted.remove(&key);
+                    let Some(submitted) = self.submitted.take_oldest(&key) else {
+                        continue;
+                    };
                     let early = Unmatched {
                         end_cnt: Some(record.cnt),
                         read_ns: batch.read_ns,
@@ -629,7 +678,7 @@ impl Activity {
             // Only the begin was early: wait for the end.
             let mut waiting = submitted;
             waiting.begin_cnt = begin;
-            self.submitted.insert(key, waiting);
+            self.submitted.push(key, waiting);
             return;
         };
         // A task's begin record precedes its end on the device: an end without one means
@@ -1319,6 +1368,65 @@ mod tests {
     /// Begin/end records join their submission by (device, stream, task), whichever
     /// arrives first; both tasks of one call keep its kernel name; a failed task's
     /// completion entry gives its status; other processes' records are left unmatched.
+    #[test]
+    fn a_reused_stream_id_waits_behind_the_old_streams_task() {
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
+        a.call_entered(launch(), (100, 8, 0), ApiArgs::default(), None);
+        // Stream 3 is destroyed and its id given to a new stream, whose task 0 is submitted
+        // before the channel delivered the old stream's task 0.
+        a.submitted(&submit(0, 3, 0, 7, 1_000));
+        a.submitted(&submit(0, 3, 0, 8, 2_000));
+        a.soc_batch(&batch(
+            0,
+            5_000,
+            &[
+                (SocEdge::Begin, 3, 0, 40),
+                (SocEdge::End, 3, 0, 50),
+                (SocEdge::Begin, 3, 0, 60),
+                (SocEdge::End, 3, 0, 70),
+            ],
+        ));
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let kernels: Vec<_> = out
+            .kernels
+            .iter()
+            .map(|k| (k.task.correlation_id, k.task.device_start_cnt))
+            .collect();
+        assert_eq!(kernels, [(7, Some(40)), (8, Some(60))]);
+        assert_eq!(a.stats().channel_records_unmatched, 0);
+
+        // The same when the channel delivers both tasks' records before the ring buffer
+        // delivers either submission.
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
+        a.call_entered(launch(), (100, 8, 0), ApiArgs::default(), None);
+        a.soc_batch(&batch(
+            0,
+            5_000,
+            &[(SocEdge::Begin, 3, 0, 40), (SocEdge::End, 3, 0, 50)],
+        ));
+        a.soc_batch(&batch(
+            0,
+            6_000,
+            &[(SocEdge::Begin, 3, 0, 60), (SocEdge::End, 3, 0, 70)],
+        ));
+        a.submitted(&submit(0, 3, 0, 7, 1_000));
+        a.submitted(&submit(0, 3, 0, 8, 2_000));
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let kernels: Vec<_> = out
+            .kernels
+            .iter()
+            .map(|k| (k.task.correlation_id, k.task.device_start_cnt))
+            .collect();
+        assert_eq!(kernels, [(7, Some(40)), (8, Some(60))]);
+        assert_eq!(a.stats().channel_records_unmatched, 0);
+    }
+
     #[test]
     fn channel_records_join_submissions() {
         let mut a = Activity::default();

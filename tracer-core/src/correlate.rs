@@ -334,7 +334,7 @@ impl Correlator {
                         start_ns: row.start_ns,
                         end_ns,
                     };
-                    self.operators.prepared(pid, phase, scanned_values(&scan));
+                    self.operators.prepared(pid, phase, &scanned_values(&scan));
                 }
                 return;
             }
@@ -361,8 +361,9 @@ impl Correlator {
             self.activity
                 .op_returned(outermost, row.correlation_id, end_ns);
         }
+        let workspace = row.args.bytes.unwrap_or(0);
         let prepare = (kind == OpKind::Aclnn && handle != 0)
-            .then(|| self.operators.ran(pid, handle))
+            .then(|| self.operators.ran(pid, handle, workspace))
             .flatten();
         let aclnn = kind == OpKind::Aclnn;
         self.output.ops.push(OpRow {
@@ -564,12 +565,9 @@ fn operator_name(def: &ProbeDef, enter: &ApiEnter, args: &ApiArgs) -> Option<&'s
         .map(|name| catalog::intern(&name))
 }
 
-/// The values an [`OutScan`] read (0, which no executor is, left out).
-fn scanned_values(scan: &OutScan) -> Vec<u64> {
-    (0..SCAN_ARGS)
-        .filter(|&i| scan.valid & (1 << i) != 0 && scan.values[i] != 0)
-        .map(|i| scan.values[i])
-        .collect()
+/// What each argument of an [`OutScan`] pointed at, where it could be read.
+fn scanned_values(scan: &OutScan) -> [Option<u64>; SCAN_ARGS] {
+    std::array::from_fn(|i| (scan.valid & (1 << i) != 0).then_some(scan.values[i]))
 }
 
 fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
