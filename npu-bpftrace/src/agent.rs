@@ -32,7 +32,7 @@ use tracer_core::{
 use tracer_schema::session::{ActivityStats, ChipSummary, ClockSummary, CorrelateStats, Session};
 
 use crate::{
-    attach::{Attacher, Selection},
+    attach::{Attacher, Selection, plan_file},
     bpf::{Probes, UprobeMode},
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
@@ -45,6 +45,7 @@ use crate::{
         print::Printer,
     },
     symbolize::{CapturedBinaries, Symbolizer},
+    symbols::SymbolTable,
 };
 
 /// What to trace.
@@ -253,6 +254,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         probes.add_target(pid)?;
     }
     let initial = initial_libraries(&opts)?;
+    check_functions(&opts, &initial)?;
     let host = SinkOptions::default().host;
     let sink = ParquetSink::create(&opts.out_dir, SinkOptions::new(host.clone()))?;
     // The pipeline, with the device profiling channel, starts before any probe: every
@@ -301,6 +303,31 @@ fn load_probes(opts: &TraceOptions) -> Result<Probes> {
         passive_devices: 0,
     })?;
     Ok(probes)
+}
+
+/// With `--function` alone, a session whose patterns name nothing in the libraries found is
+/// refused before anything starts, naming the first pattern.
+fn check_functions(opts: &TraceOptions, files: &[LibraryFile]) -> Result<()> {
+    if opts.selection.selects_domains() {
+        return Ok(());
+    }
+    for file in files {
+        let symbols = SymbolTable::read(&file.path)?;
+        if !plan_file(&opts.catalog, &opts.selection, file.name, &symbols)
+            .functions
+            .is_empty()
+        {
+            return Ok(());
+        }
+    }
+    let unmatched = opts.selection.functions().unmatched([]);
+    match unmatched.first() {
+        Some(pattern) => bail!(
+            "unknown function '{pattern}': no library found defines it (see `npu-bpftrace \
+             probes --function '{pattern}'`; --lib adds a library)"
+        ),
+        None => Ok(()),
+    }
 }
 
 /// Attaches to the libraries known before tracing starts.

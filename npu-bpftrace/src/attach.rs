@@ -64,6 +64,11 @@ impl Selection {
         self.is_enabled(def) || def.device_role != ProbeRole::Api
     }
 
+    /// Whether any domain is traced (given, or the defaults).
+    pub fn selects_domains(&self) -> bool {
+        !self.domains.is_empty()
+    }
+
     /// Whether `--function` selects `symbol` (by name or glob).
     fn names(&self, symbol: &str) -> bool {
         self.functions.includes(symbol)

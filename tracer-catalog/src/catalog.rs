@@ -287,16 +287,6 @@ impl Catalog {
         Some(&self.entries[index].def)
     }
 
-    /// The entry that names function `symbol` in any library: exact ones first.
-    pub fn find_any(&self, symbol: &str) -> Option<&Entry> {
-        let exact = self.exact.get(symbol).into_iter().flatten();
-        exact
-            .rev()
-            .chain(self.globs.iter().rev())
-            .map(|&i| &self.entries[i])
-            .find(|e| e.symbols.matches(symbol))
-    }
-
     /// The library file name of the driver: the one whose function submits device tasks.
     pub fn driver_library(&self) -> Option<&'static str> {
         self.entries

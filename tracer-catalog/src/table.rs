@@ -81,12 +81,6 @@ impl ProbeTable {
         inner.defs.get(usize::from(id)).copied()
     }
 
-    /// The id of function `symbol` of library file `library`.
-    pub fn id(&self, library: &str, symbol: &str) -> Option<u16> {
-        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        inner.ids.get(&(library, symbol)).copied()
-    }
-
     /// The first id given to a function named `symbol`, whatever its library.
     pub fn find(&self, symbol: &str) -> Option<u16> {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());

@@ -571,7 +571,21 @@ mod tests {
     fn new_tables_map_types() {
         let ty = |s: &SchemaRef, n: &str| s.field_with_name(n).unwrap().data_type().clone();
         let s = schema(&columns::<KernelTable>());
-        assert_eq!(s.fields().len(), 16);
+        assert_eq!(s.fields().len(), 18);
+        assert_eq!(ty(&s, "op_name"), DataType::Utf8);
+        assert!(
+            s.field_with_name("op_correlation_id")
+                .unwrap()
+                .is_nullable()
+        );
+        let o = schema(&columns::<OpTable>());
+        assert_eq!(ty(&o, "host_ns"), DataType::UInt64);
+        assert!(!o.field_with_name("name").unwrap().is_nullable());
+        assert!(
+            o.field_with_name("prepare_correlation_id")
+                .unwrap()
+                .is_nullable()
+        );
         assert_eq!(ty(&s, "name"), DataType::Utf8);
         assert!(s.field_with_name("name").unwrap().is_nullable());
         assert!(!s.field_with_name("kernel_type").unwrap().is_nullable());
@@ -579,7 +593,7 @@ mod tests {
         assert_eq!(ty(&s, "bandwidth_gbps"), DataType::Float64);
         assert_eq!(ty(&s, "is_async"), DataType::Boolean);
         let s = schema(&columns::<HcclTable>());
-        assert_eq!(s.fields().len(), 24);
+        assert_eq!(s.fields().len(), 26);
         assert_eq!(ty(&s, "comm"), DataType::UInt64);
         assert!(!s.field_with_name("seq").unwrap().is_nullable());
         let s = schema(&columns::<MemoryTable>());

@@ -724,6 +724,8 @@ mod tests {
             device_start_cnt: None,
             device_end_cnt: None,
             status: None,
+            op_correlation_id: None,
+            op_name: None,
             ..task(id)
         }
     }
@@ -842,7 +844,14 @@ mod tests {
         assert_eq!(names[..3], ["correlation_id", "pid", "tid"]);
         assert_eq!(
             names[12..],
-            ["name", "kernel_type", "block_dim", "api_name"]
+            [
+                "op_correlation_id",
+                "op_name",
+                "name",
+                "kernel_type",
+                "block_dim",
+                "api_name"
+            ]
         );
         let cnt = kernel
             .column_by_name("device_end_cnt")
@@ -975,6 +984,7 @@ mod tests {
             "memcpy",
             "memory",
             "memset",
+            "op",
             "sync",
         ];
         assert_eq!(stats.rows.keys().copied().collect::<Vec<_>>(), tables);
