@@ -50,12 +50,24 @@ pub fn render(catalog: &Catalog, selection: &Selection, files: &[LibraryFile]) -
             r.file.name,
             r.file.path.display()
         )?;
+        // Entries of one function each make one line; a glob or the functions known only
+        // by name a line each.
+        let mut named = Vec::new();
         for (entry, functions) in &r.by_entry {
             let what = match entry {
-                Some(i) => pattern(&catalog.entries()[*i]),
+                Some(i) if catalog.entries()[*i].symbols.is_glob() => {
+                    pattern(&catalog.entries()[*i])
+                }
+                Some(_) => {
+                    named.extend(functions.iter().cloned());
+                    continue;
+                }
                 None => "known only by name (--function)".to_owned(),
             };
             writeln!(out, "  {:>6}  {what}{}", functions.len(), sample(functions))?;
+        }
+        if !named.is_empty() {
+            writeln!(out, "  {:>6}  named entries{}", named.len(), sample(&named))?;
         }
         if !r.missing.is_empty() {
             writeln!(out, "  missing: {}", r.missing.join(", "))?;
@@ -145,7 +157,7 @@ fn entry_line(index: usize, entry: &Entry, resolved: &[Resolved]) -> String {
         "{:<34} {:<7} {:<20} {:<12} {place}{default}",
         pattern(entry),
         def.domain.name(),
-        def.library,
+        entry.libraries.join(","),
         mspti
     )
 }

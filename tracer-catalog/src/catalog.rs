@@ -85,6 +85,8 @@ pub struct Entry {
     pub symbols: Symbols,
     /// The `exclude` globs, as written.
     pub exclude: Vec<&'static str>,
+    /// The library names or globs, as written.
+    pub libraries: Vec<&'static str>,
     library: GlobSet,
     pub origin: Origin,
 }
@@ -432,6 +434,7 @@ fn entry(f: &FunctionSpec, origin: Origin) -> Result<Entry, CatalogError> {
         def,
         symbols,
         exclude: f.exclude.iter().map(|x| intern(x)).collect(),
+        libraries: f.library.names().iter().map(|x| intern(x)).collect(),
         library: glob_set(f.library.names())?,
         origin,
     })
