@@ -10,6 +10,7 @@
 //! ```
 use std::{
     path::{Path, PathBuf},
+    sync::Arc,
     time::Instant,
 };
 
@@ -21,6 +22,7 @@ use npu_bpftrace::{
     symbols::SymbolTable,
 };
 use serde_json::json;
+use tracer_catalog::{Catalog, ProbeTable};
 
 const USAGE: &str = "usage: attach_scale (--lib FILE --prefix NAME --count N | --catalog DIR...) [--mode auto|multi|perf]";
 
@@ -105,8 +107,10 @@ fn attach_catalog(
     probes: &mut Probes,
     dirs: &[PathBuf],
 ) -> Result<(usize, usize, Vec<AttachKind>)> {
-    let mut attacher = Attacher::new(Selection::new(&["all".to_owned()], &[])?);
-    for file in discovery::installed_libraries(dirs, &[]) {
+    let selection = Selection::new(&["all".to_owned()], &[])?;
+    let catalog = Arc::new(Catalog::builtin().clone());
+    let mut attacher = Attacher::new(selection, catalog.clone(), Arc::new(ProbeTable::new()));
+    for file in discovery::installed_libraries(dirs, &[], &catalog) {
         attacher.attach(probes, file)?;
     }
     let kinds = attacher

@@ -21,7 +21,7 @@ use tokio::{
 };
 use tracer_common::{Config, TaskInfo, TaskKey};
 
-use tracer_catalog::{CATALOG, ChipLayout, Library};
+use tracer_catalog::{Catalog, ChipLayout, ProbeTable};
 use tracer_core::{
     clock::ClockReading,
     correlate::{Correlator, FinalState, Output},
@@ -33,7 +33,7 @@ use tracer_schema::session::{
 };
 
 use crate::{
-    attach::{Attacher, Selection},
+    attach::{Attacher, Selection, plan_file},
     bpf::{AttachKind, Probes, UprobeMode},
     caps,
     channel::{self, ChannelReader},
@@ -49,6 +49,7 @@ use crate::{
         print::Printer,
     },
     symbolize::{CapturedBinaries, Symbolizer},
+    symbols::SymbolTable,
 };
 
 /// What to trace.
@@ -76,6 +77,8 @@ impl Mode {
 pub struct TraceOptions {
     pub mode: Mode,
     pub selection: Selection,
+    /// The built-in catalog with the `--catalog` files added.
+    pub catalog: Arc<Catalog>,
     /// Extra library files or directories to attach to.
     pub libs: Vec<PathBuf>,
     pub out_dir: PathBuf,
@@ -134,8 +137,12 @@ const CHANNEL_BATCHES: usize = 32;
 const BATCH_RECORDS: usize = 2048;
 /// How often the ring buffer is drained when the BPF side has not woken the poller.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
-/// How often rows become durable Parquet files and processes are rescanned.
+/// How often rows become durable Parquet files.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the traced processes' memory maps are read for libraries they loaded since
+/// (torch_npu dlopens the operator libraries when it is imported, and GE's at the first
+/// aclop call): calls in between are not seen.
+const RESCAN_INTERVAL: Duration = Duration::from_millis(200);
 /// `device_time_sources` of a device whose channel another profiler owns and reads.
 const PASSIVE_SOURCE: &str = "profiling_channel_passive";
 /// How long stopping waits for the end records of tasks still running on the devices.
@@ -181,7 +188,7 @@ fn preflight(opts: &TraceOptions) -> Result<OutDir> {
     }
     if let Mode::Attach(pids) = &opts.mode {
         for &pid in pids {
-            check_attachable(pid)?;
+            check_attachable(pid, &opts.catalog)?;
         }
     }
     open_output(&opts.out_dir)
@@ -231,7 +238,7 @@ fn invoking_users() -> Vec<u32> {
     users
 }
 
-fn check_attachable(pid: u32) -> Result<()> {
+fn check_attachable(pid: u32, catalog: &Catalog) -> Result<()> {
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         bail!("no such process: {pid}");
     };
@@ -247,7 +254,7 @@ fn check_attachable(pid: u32) -> Result<()> {
              collect its status, with nothing left to trace"
         );
     }
-    let libs = discovery::mapped_libraries(pid).map_err(|e| {
+    let libs = discovery::mapped_libraries(pid, catalog).map_err(|e| {
         if process_alive(pid) {
             e
         } else {
@@ -257,7 +264,8 @@ fn check_attachable(pid: u32) -> Result<()> {
     if libs.is_empty() {
         bail!(
             "process {pid} ({comm}) maps no CANN library (libascendcl.so, libruntime.so, libhccl.so, \
-             libms_tools_ext.so, libascend_hal.so); is it an NPU program?"
+             libms_tools_ext.so, libascend_hal.so, or one a catalog file names); is it an NPU \
+             program?"
         );
     }
     Ok(())
@@ -356,6 +364,8 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
         // Perf-event uprobes are made and released under one kernel mutex.
         wait_for_previous_release();
     }
+    // Probe ids are handed out as files are attached; the correlator reads them.
+    let table = Arc::new(ProbeTable::new());
     let mut child = match &opts.mode {
         Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
         _ => None,
@@ -370,16 +380,18 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
     }
     let initial = initial_libraries(&opts)?;
     let processes = match &opts.mode {
-        Mode::SystemWide => discovery::scan_processes().len(),
+        Mode::SystemWide => discovery::scan_processes(&opts.catalog).len(),
         _ => targets.len(),
     };
+    check_functions(&opts, &initial)?;
     let host = SinkOptions::default().host;
     let sink = ParquetSink::create_in(out.try_clone()?, SinkOptions::new(host.clone()))?;
     // The pipeline, with the device profiling channel, starts before any probe: every
     // submission the probes see then falls inside the channel's session, and the probes read
     // SQE headers and completion entries as the chip the driver reports lays them out.
-    let pipeline = Pipeline::start(&opts, &mut probes, driver_library(&initial), Box::new(sink))?;
-    let mut attacher = match attach_initial(&opts, &mut probes, initial) {
+    let driver = driver_library(&opts.catalog, &initial);
+    let pipeline = Pipeline::start(&opts, &mut probes, driver, table.clone(), Box::new(sink))?;
+    let mut attacher = match attach_initial(&opts, &mut probes, table, initial) {
         Ok(attacher) => attacher,
         Err(e) => {
             pipeline.abandon().await;
@@ -457,13 +469,9 @@ fn write_final_session(session: &Session, out: &mut OutDir) -> Option<String> {
     (!why.is_empty()).then(|| why.join("; "))
 }
 
-/// Loads the BPF programs and tells them what every catalog entry captures.
+/// Loads the BPF programs (what each function captures is set as its file is attached).
 fn load_probes(opts: &TraceOptions) -> Result<Probes> {
     let mut probes = Probes::load(opts.ringbuf_bytes, UprobeMode::from_env()?)?;
-    for (i, def) in CATALOG.iter().enumerate() {
-        let quiet = !opts.selection.is_enabled(i as u16);
-        probes.set_probe_spec(i as u16, def.spec(quiet))?;
-    }
     let fork_child_pid_offset = probes.attach_lifecycle()?;
     probes.set_config(Config {
         filter_targets: u8::from(!matches!(opts.mode, Mode::SystemWide)),
@@ -475,19 +483,55 @@ fn load_probes(opts: &TraceOptions) -> Result<Probes> {
     Ok(probes)
 }
 
+/// With `--function` alone, a session whose patterns name nothing in the libraries found is
+/// refused before anything starts, naming the first pattern.
+fn check_functions(opts: &TraceOptions, files: &[LibraryFile]) -> Result<()> {
+    if opts.selection.selects_domains() {
+        return Ok(());
+    }
+    for file in files {
+        let symbols = SymbolTable::read(&file.path)?;
+        if !plan_file(&opts.catalog, &opts.selection, file.name, &symbols)
+            .functions
+            .is_empty()
+        {
+            return Ok(());
+        }
+    }
+    let unmatched = opts.selection.functions().unmatched([]);
+    match unmatched.first() {
+        Some(pattern) => bail!(
+            "unknown function '{pattern}': no library found defines it (see `npu-bpftrace \
+             probes --function '{pattern}'`; --lib adds a library)"
+        ),
+        None => Ok(()),
+    }
+}
+
 /// Attaches to the libraries known before tracing starts.
 fn attach_initial(
     opts: &TraceOptions,
     probes: &mut Probes,
+    table: Arc<ProbeTable>,
     initial: Vec<LibraryFile>,
 ) -> Result<Attacher> {
-    let mut attacher = Attacher::new(opts.selection.clone());
+    let mut attacher = Attacher::new(opts.selection.clone(), opts.catalog.clone(), table);
     for file in initial {
-        attacher.attach(probes, file)?;
+        // Attach mode starts from what the targets map; the others from installed files.
+        match opts.mode {
+            Mode::Attach(_) => attacher.attach(probes, file)?,
+            _ => attacher.attach_unmapped(probes, file)?,
+        };
     }
     if attacher.function_count() == 0 {
         bail!(
             "no enabled function resolves in the CANN libraries found; check --domain/--function and --lib"
+        );
+    }
+    for pattern in attacher.unmatched_functions() {
+        eprintln!(
+            "npu-bpftrace: --function '{pattern}' names no function of the libraries found yet \
+             (see `npu-bpftrace probes`)"
         );
     }
     Ok(attacher)
@@ -562,6 +606,7 @@ impl Pipeline {
         opts: &TraceOptions,
         probes: &mut Probes,
         driver: Option<&Path>,
+        table: Arc<ProbeTable>,
         sink: Box<dyn Sink + Send>,
     ) -> Result<Self> {
         let (stop, stop_rx) = watch::channel(false);
@@ -615,7 +660,7 @@ impl Pipeline {
         let consumer = tokio::spawn(consume(
             rx,
             sink,
-            Correlator::new(Box::new(symbolizer), chip.layout),
+            Correlator::new(Box::new(symbolizer), chip.layout, table),
             opts.print,
             devices,
             progress.clone(),
@@ -729,11 +774,13 @@ fn start_channel(
     (reader, sources)
 }
 
-/// The driver library of the traced processes, to read device clocks through.
-fn driver_library(files: &[LibraryFile]) -> Option<&Path> {
+/// The driver library of the traced processes (the catalog says which library submits
+/// device tasks), to read the chip, device clocks and profiling channels through.
+fn driver_library<'a>(catalog: &Catalog, files: &'a [LibraryFile]) -> Option<&'a Path> {
+    let driver = catalog.driver_library()?;
     files
         .iter()
-        .find(|f| f.library == Library::AscendHal)
+        .find(|f| f.name == driver)
         .map(|f| f.path.as_path())
 }
 
@@ -741,20 +788,25 @@ fn driver_library(files: &[LibraryFile]) -> Option<&Path> {
 fn initial_libraries(opts: &TraceOptions) -> Result<Vec<LibraryFile>> {
     let installed = || {
         let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
-        discovery::installed_libraries(&discovery::install_dirs(ld_path.as_deref()), &opts.libs)
+        let dirs = discovery::install_dirs(ld_path.as_deref());
+        discovery::installed_libraries(&dirs, &opts.libs, &opts.catalog)
     };
     let files = match &opts.mode {
         Mode::Attach(pids) => {
-            let mut files = discovery::installed_libraries(&[], &opts.libs);
+            let mut files = discovery::installed_libraries(&[], &opts.libs, &opts.catalog);
             for &pid in pids {
-                files.extend(discovery::mapped_libraries(pid)?);
+                files.extend(discovery::mapped_libraries(pid, &opts.catalog)?);
             }
             files
         }
         Mode::Command(_) => installed(),
         Mode::SystemWide => {
             let mut files = installed();
-            files.extend(discovery::scan_processes().into_iter().flat_map(|(_, l)| l));
+            files.extend(
+                discovery::scan_processes(&opts.catalog)
+                    .into_iter()
+                    .flat_map(|(_, l)| l),
+            );
             files
         }
     };
@@ -821,6 +873,8 @@ impl Waiting<'_> {
         };
         let deadline = self.opts.duration.map(|d| tokio::time::Instant::now() + d);
         let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        let mut rescans = tokio::time::interval(RESCAN_INTERVAL);
+        let system_wide = matches!(self.opts.mode, Mode::SystemWide);
         let command = child.as_ref().map(GatedChild::pid);
         let mut passed_on = false;
         let mut exited = child.map(GatedChild::wait);
@@ -839,6 +893,8 @@ impl Waiting<'_> {
                 }
                 _ = sleep_until(deadline) => return stopped(None, None),
                 status = wait_exit(&mut exited) => return stopped(Some(status?), None),
+                // Every process's maps are read only once a flush interval (system-wide).
+                _ = rescans.tick(), if !system_wide => rescan(self.opts, probes, attacher)?,
                 _ = tick.tick() => {
                     if !self.tick(probes, attacher, status).await? {
                         return stopped(None, None);
@@ -861,7 +917,9 @@ impl Waiting<'_> {
         {
             return Ok(false);
         }
-        rescan(self.opts, probes, attacher)?;
+        if matches!(self.opts.mode, Mode::SystemWide) {
+            rescan(self.opts, probes, attacher)?;
+        }
         let lost = probes.drain_tasks(|tgid| !process_alive(tgid))?;
         if !lost.is_empty() {
             let _ = self.tx.send(Input::Lost(lost)).await;
@@ -912,14 +970,14 @@ async fn wait_exit(
 /// mapped since the last scan, e.g. from a container or a private install.
 fn rescan(opts: &TraceOptions, probes: &mut Probes, attacher: &mut Attacher) -> Result<()> {
     let pids: Vec<u32> = match &opts.mode {
-        Mode::SystemWide => discovery::scan_processes()
+        Mode::SystemWide => discovery::scan_processes(&opts.catalog)
             .into_iter()
             .map(|(p, _)| p)
             .collect(),
         _ => probes.targets()?,
     };
     for pid in pids {
-        for file in discovery::mapped_libraries(pid).unwrap_or_default() {
+        for file in discovery::mapped_libraries(pid, &opts.catalog).unwrap_or_default() {
             attacher.attach(probes, file)?;
         }
     }

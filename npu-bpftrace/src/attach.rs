@@ -1,33 +1,40 @@
-//! Turning the enabled part of the catalog into attached uprobes on library files.
+//! Turning the enabled part of the catalog into attached uprobes on library files: each
+//! function to trace gets its probe id from the probe table (shared with the correlator)
+//! as its file is attached.
+use std::{collections::BTreeSet, sync::Arc};
+
 use anyhow::{Result, bail};
 use tracer_common::ProbeRole;
 
-use tracer_catalog::{self as catalog, CATALOG, Domain};
+use tracer_catalog::{Catalog, Domain, FunctionPatterns, ProbeDef, ProbeTable};
 use tracer_schema::session::AttachedFile;
 
 use crate::{
-    bpf::Probes,
+    bpf::{AttachKind, Probes},
     discovery::{LibraryFile, LibrarySet},
+    session::clock_ns,
     symbols::SymbolTable,
 };
 
-/// Which catalog entries are traced, like msptiEnableDomain / msptiEnableCallback.
+/// Which functions are traced, like msptiEnableDomain / msptiEnableCallback.
 #[derive(Debug, Clone)]
 pub struct Selection {
-    enabled: Vec<bool>,
+    domains: Vec<Domain>,
+    functions: FunctionPatterns,
 }
 
 impl Selection {
-    /// `domains` and `functions` add up; with neither, the default domains are traced.
-    /// Unknown names are errors that list what exists.
+    /// `domains` and the selecting `functions` (names or globs) add up; `!` patterns leave
+    /// functions out of both; with no domain and no selecting pattern, the default domains
+    /// are traced. Unknown domains and malformed patterns are errors that say why.
     pub fn new(domains: &[String], functions: &[String]) -> Result<Self> {
-        let mut enabled = vec![false; CATALOG.len()];
-        let mut wanted_domains = Vec::new();
+        let functions = FunctionPatterns::new(functions)?;
+        let mut wanted = Vec::new();
         for name in domains {
             if name.eq_ignore_ascii_case("all") {
-                wanted_domains.extend(Domain::ALL);
+                wanted.extend(Domain::ALL);
             } else if let Some(domain) = Domain::parse(name) {
-                wanted_domains.push(domain);
+                wanted.push(domain);
             } else {
                 let known: Vec<_> = Domain::ALL
                     .iter()
@@ -36,43 +43,120 @@ impl Selection {
                 bail!("unknown domain '{name}' (known: {}, all)", known.join(", "));
             }
         }
-        if domains.is_empty() && functions.is_empty() {
-            wanted_domains.extend(Domain::DEFAULT);
+        if domains.is_empty() && !functions.selects() {
+            wanted.extend(Domain::DEFAULT);
         }
-        for (i, def) in CATALOG.iter().enumerate() {
-            enabled[i] = wanted_domains.contains(&def.domain);
-        }
-        for name in functions {
-            let Some(probe) = catalog::find(name) else {
-                bail!("unknown function '{name}' (see `npu-bpftrace probes` for the catalog)");
-            };
-            enabled[probe as usize] = true;
-        }
-        Ok(Self { enabled })
+        Ok(Self {
+            domains: wanted,
+            functions,
+        })
     }
 
-    pub fn is_enabled(&self, probe: u16) -> bool {
-        self.enabled.get(probe as usize).copied().unwrap_or(false)
+    /// Whether calls of `def` are reported (API records).
+    pub fn is_enabled(&self, def: &ProbeDef) -> bool {
+        (self.domains.contains(&def.domain) || self.functions.includes(def.symbol))
+            && !self.functions.excludes(def.symbol)
     }
 
-    /// Whether `probe` is attached: enabled for API records, or needed for device activity
+    /// Whether `def` is attached: enabled for API records, or needed for device activity
     /// (then attached quietly).
-    pub fn is_attached(&self, probe: u16) -> bool {
-        self.is_enabled(probe)
-            || catalog::by_probe(probe).is_some_and(|d| d.device_role != ProbeRole::Api)
+    pub fn is_attached(&self, def: &ProbeDef) -> bool {
+        self.is_enabled(def) || def.device_role != ProbeRole::Api
+    }
+
+    /// Whether any domain is traced (given, or the defaults).
+    pub fn selects_domains(&self) -> bool {
+        !self.domains.is_empty()
+    }
+
+    /// Whether `--function` selects `symbol` (by name or glob).
+    fn names(&self, symbol: &str) -> bool {
+        self.functions.includes(symbol)
+    }
+
+    /// The `--function` patterns.
+    pub fn functions(&self) -> &FunctionPatterns {
+        &self.functions
     }
 }
 
-/// Attaches enabled probes to each library file once.
+/// What to attach in one library file: (file offset, function, enabled), and the enabled
+/// functions an exact catalog entry names that the file lacks.
+#[derive(Debug, Default)]
+pub struct FilePlan {
+    pub functions: Vec<(u64, ProbeDef, bool)>,
+    pub missing: Vec<&'static str>,
+}
+
+/// The functions of library file `name` (its symbols `symbols`) that `selection` traces:
+/// those the catalog's entries name (exact entries wherever the file defines them, globs
+/// over its exports), and exports `--function` names that no entry does (a generic entry).
+pub fn plan_file(
+    catalog: &Catalog,
+    selection: &Selection,
+    name: &str,
+    symbols: &SymbolTable,
+) -> FilePlan {
+    let mut plan = FilePlan::default();
+    let mut done = BTreeSet::new();
+    let add = |plan: &mut FilePlan, offset: u64, def: ProbeDef| {
+        let enabled = selection.is_enabled(&def);
+        if enabled || selection.is_attached(&def) {
+            plan.functions.push((offset, def, enabled));
+        }
+    };
+    // Exact entries first: a function defined but not exported (a stripped local symbol)
+    // is still found by name.
+    for entry in catalog.entries() {
+        let tracer_catalog::Symbols::Exact(symbol) = entry.symbols else {
+            continue;
+        };
+        if !entry.names_library(name) || !done.insert(symbol) {
+            continue;
+        }
+        let Some(def) = catalog.resolve(name, symbol) else {
+            continue;
+        };
+        match symbols.file_offset(symbol) {
+            Some(offset) => add(&mut plan, offset, def),
+            None if selection.is_attached(&def) => plan.missing.push(def.symbol),
+            None => {}
+        }
+    }
+    for symbol in symbols.exported() {
+        if done.contains(symbol.as_str()) {
+            continue;
+        }
+        let def = match catalog.resolve(name, symbol) {
+            Some(def) => def,
+            None if selection.names(symbol) => catalog.generic(name, symbol),
+            None => continue,
+        };
+        if let Some(offset) = symbols.file_offset(symbol) {
+            add(&mut plan, offset, def);
+        }
+    }
+    plan
+}
+
+/// Functions of a library file that no process maps yet beyond which perf-event uprobes are
+/// attached only once a process maps it ([`Attacher::attach_unmapped`]).
+pub const PERF_EVENT_EAGER_LIMIT: usize = 256;
+
+/// Attaches enabled probes to each library file once, giving each function its probe id.
 pub struct Attacher {
+    catalog: Arc<Catalog>,
+    probes: Arc<ProbeTable>,
     selection: Selection,
     files: LibrarySet,
     attached: Vec<AttachedFile>,
 }
 
 impl Attacher {
-    pub fn new(selection: Selection) -> Self {
+    pub fn new(selection: Selection, catalog: Arc<Catalog>, probes: Arc<ProbeTable>) -> Self {
         Self {
+            catalog,
+            probes,
             selection,
             files: LibrarySet::default(),
             attached: Vec::new(),
@@ -82,33 +166,54 @@ impl Attacher {
     /// Attaches to `file` unless that file was attached before. Returns the number of
     /// functions attached.
     pub fn attach(&mut self, probes: &mut Probes, file: LibraryFile) -> Result<usize> {
-        if !self.files.insert(file.clone()) {
+        self.attach_file(probes, file, false)
+    }
+
+    /// Attaches to `file`, which no traced process maps yet (an installed library, attached
+    /// before the command starts). With perf-event uprobes, a file of more than
+    /// [`PERF_EVENT_EAGER_LIMIT`] functions (the operator libraries) waits until a process
+    /// maps it: each perf-event uprobe costs about 0.1 s to release, and most programs never
+    /// load most operator libraries.
+    pub fn attach_unmapped(&mut self, probes: &mut Probes, file: LibraryFile) -> Result<usize> {
+        self.attach_file(probes, file, true)
+    }
+
+    fn attach_file(
+        &mut self,
+        probes: &mut Probes,
+        file: LibraryFile,
+        defer: bool,
+    ) -> Result<usize> {
+        if self.files.contains(&file) {
             return Ok(0);
         }
         let symbols = SymbolTable::read(&file.path)?;
+        let plan = plan_file(&self.catalog, &self.selection, file.name, &symbols);
+        if defer
+            && probes.attach_kind() == AttachKind::PerfEvent
+            && plan.functions.len() > PERF_EVENT_EAGER_LIMIT
+        {
+            return Ok(0);
+        }
+        self.files.insert(file.clone());
         let mut record = AttachedFile {
-            library: file.library.file_name().to_owned(),
+            library: file.name.to_owned(),
             path: file.path.clone(),
             functions: Vec::new(),
-            missing: Vec::new(),
+            missing: plan.missing.iter().map(|s| s.to_string()).collect(),
             attach: None,
+            attached_ns: None,
         };
-        let mut functions = Vec::new();
-        for (index, def) in CATALOG.iter().enumerate() {
-            let probe = catalog::probe_id(index);
-            if def.library != file.library || !self.selection.is_attached(probe) {
-                continue;
-            }
-            match symbols.file_offset(def.symbol) {
-                Some(offset) => {
-                    functions.push((offset, probe));
-                    record.functions.push(def.symbol.to_owned());
-                }
-                None => record.missing.push(def.symbol.to_owned()),
-            }
+        let mut functions = Vec::with_capacity(plan.functions.len());
+        for (offset, def, enabled) in plan.functions {
+            let id = self.probes.insert(def)?;
+            probes.set_probe_spec(id, def.spec(!enabled))?;
+            functions.push((offset, id));
+            record.functions.push(def.symbol.to_owned());
         }
         if !functions.is_empty() {
             record.attach = Some(probes.attach_file(&file.path, &functions)?);
+            record.attached_ns = Some(clock_ns(libc::CLOCK_MONOTONIC));
         }
         let count = record.functions.len();
         self.attached.push(record);
@@ -123,35 +228,45 @@ impl Attacher {
     pub fn function_count(&self) -> usize {
         self.attached.iter().map(|a| a.functions.len()).sum()
     }
+
+    /// `--function` patterns that select no function of any attached file.
+    pub fn unmatched_functions(&self) -> Vec<String> {
+        let attached = self
+            .attached
+            .iter()
+            .flat_map(|a| a.functions.iter().map(String::as_str));
+        let unmatched = self.selection.functions().unmatched(attached);
+        unmatched.into_iter().map(str::to_owned).collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn def(symbol: &str) -> ProbeDef {
+        *Catalog::builtin().find(symbol).unwrap()
+    }
+
     #[test]
     fn selection_follows_domains_and_functions() {
         let default = Selection::new(&[], &[]).unwrap();
-        assert!(default.is_enabled(catalog::find("aclrtMemcpy").unwrap()));
-        let send = catalog::find("halSqTaskSend").unwrap();
+        assert!(default.is_enabled(&def("aclrtMemcpy")));
+        let send = def("halSqTaskSend");
         assert!(
-            !default.is_enabled(send) && default.is_attached(send),
+            !default.is_enabled(&send) && default.is_attached(&send),
             "quiet device probe"
         );
-        assert!(!default.is_attached(catalog::find("halGetDeviceInfo").unwrap()));
+        assert!(!default.is_attached(&def("halGetDeviceInfo")));
 
         let hccl = Selection::new(&["hccl".into()], &["aclrtMemcpy".into()]).unwrap();
-        assert!(hccl.is_enabled(catalog::find("HcclAllReduce").unwrap()));
-        assert!(hccl.is_enabled(catalog::find("aclrtMemcpy").unwrap()));
-        assert!(!hccl.is_enabled(catalog::find("aclrtMalloc").unwrap()));
+        assert!(hccl.is_enabled(&def("HcclAllReduce")));
+        assert!(hccl.is_enabled(&def("aclrtMemcpy")));
+        assert!(!hccl.is_enabled(&def("aclrtMalloc")));
 
         let err = Selection::new(&["gpu".into()], &[])
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown domain 'gpu'"), "{err}");
-        let err = Selection::new(&[], &["cudaMalloc".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown function 'cudaMalloc'"), "{err}");
     }
 }

@@ -4,6 +4,7 @@ use std::{
     os::unix::process::ExitStatusExt,
     path::PathBuf,
     process::ExitCode,
+    sync::Arc,
     time::{Duration, SystemTime},
 };
 
@@ -14,13 +15,13 @@ use npu_bpftrace::{
     agent::{self, Mode, TraceOptions, TraceSummary},
     attach::Selection,
     bpf::DEFAULT_RINGBUF_BYTES,
-    discovery, export, report,
-    symbols::SymbolTable,
+    discovery, export, listing, report,
 };
-use tracer_catalog::{CATALOG, Domain};
+use tracer_catalog::Catalog;
 
 /// Trace Huawei Ascend NPU (CANN) workloads with eBPF uprobes: every ACL, runtime, HCCL and
-/// mstx call of a process, with zero code change, written to Parquet.
+/// mstx call and every operator (aclnn, aclop) of a process, with zero code change, written to
+/// Parquet.
 #[derive(Debug, Parser)]
 #[command(
     name = "npu-bpftrace",
@@ -35,7 +36,7 @@ use tracer_catalog::{CATALOG, Domain};
       npu-bpftrace export DIR -o trace.json            timeline for Perfetto UI / chrome://tracing\n  \
       npu-bpftrace export DIR --format perfetto -o trace.pftrace\n\n\
       Output: DIR/<table>/host=<host>/part-<n>.parquet and DIR/session.json, tables api, marker,\n\
-      kernel, memcpy, memset, sync, memory, hccl, critical_event; read it with `npu-bpftrace\n\
+      op, kernel, memcpy, memset, sync, memory, hccl, critical_event; read it with `npu-bpftrace\n\
       report` or DuckDB: SELECT name, count(*) FROM 'DIR/api/*/*.parquet' GROUP BY name;\n\n\
       Device task times come from the driver's profiling channel 50, as msPTI reads them; on a\n\
       device whose channel another profiler owns, from completion entries (session.json says\n\
@@ -82,11 +83,23 @@ pub(crate) enum Command {
         )]
         pids: Vec<u32>,
     },
-    /// List the probe catalog: every traceable function, its domain and msPTI callback id,
-    /// and, with --pid, where each resolves in that process.
+    /// List the probe catalog: every entry (a function, or a glob of functions), its domain
+    /// and msPTI callback id, where it resolves, and per library file what the selection
+    /// (--domain, --function) attaches there, with counts.
+    ///
+    /// Without --pid the libraries are those installed ($ASCEND_HOME_PATH, LD_LIBRARY_PATH,
+    /// the default paths, --lib); with --pid, those the process maps.
+    #[command(after_help = "Examples:\n  \
+      npu-bpftrace probes\n  \
+      npu-bpftrace probes --function 'aclnn*,!*GetWorkspaceSize'\n  \
+      npu-bpftrace probes --pid 4242 --domain op\n  \
+      npu-bpftrace probes --catalog my-ops.toml --lib /opt/vendor/lib64")]
     Probes {
+        /// Resolve in the libraries this process maps.
         #[arg(long, value_name = "PID")]
         pid: Option<u32>,
+        #[command(flatten)]
+        select: SelectArgs,
     },
     /// Summarize a recorded dataset, like `nsys stats`.
     ///
@@ -148,23 +161,47 @@ pub(crate) enum Command {
     },
 }
 
+/// What to trace and where: shared by the tracing commands and `probes`.
+#[derive(Debug, Args)]
+pub(crate) struct SelectArgs {
+    /// Domains to trace, comma-separated: acl, runtime, hccl, mstx, op, driver, other, all
+    /// [default: acl,runtime,hccl,mstx,op].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    domain: Vec<String>,
+    /// Functions to trace in addition to --domain, comma-separated names or globs; a leading
+    /// `!` leaves functions out (e.g. 'aclnn*,!*GetWorkspaceSize', 'Hccl*', aclrtMemcpy).
+    /// Alone, only these are traced. A function no catalog entry describes is traced by name:
+    /// its first six integer arguments (arg0..arg5) and its return value.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    function: Vec<String>,
+    /// A library file or directory to attach to, beyond $ASCEND_HOME_PATH, LD_LIBRARY_PATH
+    /// and the default install paths (repeatable). A file is attached whatever its name; in a
+    /// directory, the libraries the catalog names.
+    #[arg(long, value_name = "PATH")]
+    lib: Vec<PathBuf>,
+    /// A catalog file (TOML, see docs/usage.md) whose entries add to or override the built-in
+    /// catalog, later files winning (repeatable).
+    #[arg(long, value_name = "FILE")]
+    catalog: Vec<PathBuf>,
+}
+
+impl SelectArgs {
+    fn catalog(&self) -> Result<Catalog> {
+        Ok(Catalog::with_files(&self.catalog)?)
+    }
+
+    fn selection(&self) -> Result<Selection> {
+        Selection::new(&self.domain, &self.function)
+    }
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
     /// Output directory [default: ./npu-trace-<date>-<time>].
     #[arg(long, short, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Domains to trace, comma-separated: acl, runtime, hccl, mstx, driver, all
-    /// [default: acl,runtime,hccl,mstx].
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    domain: Vec<String>,
-    /// Functions to trace in addition to --domain, comma-separated (e.g. aclrtMemcpy,HcclAllReduce);
-    /// alone, only these are traced.
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    function: Vec<String>,
-    /// A CANN library file or directory to attach to, beyond $ASCEND_HOME_PATH, LD_LIBRARY_PATH
-    /// and the default install paths (repeatable).
-    #[arg(long, value_name = "PATH")]
-    lib: Vec<PathBuf>,
+    #[command(flatten)]
+    select: SelectArgs,
     /// Stop after this long (e.g. 30s, 500ms, 2m); otherwise at Ctrl-C, SIGTERM, or when the
     /// traced processes end.
     #[arg(long, value_parser = parse_duration, value_name = "TIME")]
@@ -245,8 +282,9 @@ impl TraceArgs {
         }
         Ok(TraceOptions {
             mode,
-            selection: Selection::new(&self.domain, &self.function)?,
-            libs: self.lib,
+            selection: self.select.selection()?,
+            catalog: Arc::new(self.select.catalog()?),
+            libs: self.select.lib,
             out_dir: self.out.unwrap_or_else(default_out_dir),
             duration: self.duration,
             print: self.print,
@@ -274,7 +312,7 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
             let stats = trace.stats;
             finish(agent::trace(trace.options(Mode::Attach(pids))?)?, stats)
         }
-        Command::Probes { pid } => probes(pid),
+        Command::Probes { pid, select } => probes(pid, &select),
         Command::Report {
             dir,
             format,
@@ -346,51 +384,24 @@ fn finish(summary: TraceSummary, stats: bool) -> Result<ExitCode> {
     })
 }
 
-fn probes(pid: Option<u32>) -> Result<ExitCode> {
-    let resolved = match pid {
-        Some(pid) => {
-            let libs = discovery::mapped_libraries(pid)
-                .with_context(|| format!("no such process: {pid}"))?;
-            let mut tables = Vec::new();
-            for lib in libs {
-                tables.push((lib.library, lib.path.clone(), SymbolTable::read(&lib.path)?));
-            }
-            Some(tables)
+fn probes(pid: Option<u32>, select: &SelectArgs) -> Result<ExitCode> {
+    let catalog = select.catalog()?;
+    let selection = select.selection()?;
+    let mut files = discovery::installed_libraries(&[], &select.lib, &catalog);
+    match pid {
+        Some(pid) => files.extend(
+            discovery::mapped_libraries(pid, &catalog)
+                .with_context(|| format!("no such process: {pid}"))?,
+        ),
+        None => {
+            let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
+            let dirs = discovery::install_dirs(ld_path.as_deref());
+            files = discovery::installed_libraries(&dirs, &select.lib, &catalog);
         }
-        None => None,
-    };
-    let mut out = format!(
-        "{:<30} {:<8} {:<20} {:<14} where\n",
-        "function", "domain", "library", "mspti"
-    );
-    for def in CATALOG {
-        let mspti = def
-            .mspti
-            .map_or("-".to_string(), |(d, id)| format!("{}:{id}", d.name()));
-        let default = if Domain::DEFAULT.contains(&def.domain) {
-            ""
-        } else {
-            " (opt-in)"
-        };
-        let place = match &resolved {
-            None => String::new(),
-            Some(tables) => tables
-                .iter()
-                .filter(|(lib, _, _)| *lib == def.library)
-                .find_map(|(_, path, t)| {
-                    t.file_offset(def.symbol)
-                        .map(|off| format!("{}+{off:#x}", path.display()))
-                })
-                .unwrap_or_else(|| "not found".to_string()),
-        };
-        out += &format!(
-            "{:<30} {:<8} {:<20} {:<14} {place}{default}\n",
-            def.symbol,
-            def.domain.name(),
-            def.library.file_name(),
-            mspti
-        );
     }
+    let mut set = discovery::LibrarySet::default();
+    files.retain(|f| set.insert(f.clone()));
+    let out = listing::render(&catalog, &selection, &files)?;
     // A closed pipe (`| head`) is the reader's choice, not an error.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
     Ok(ExitCode::SUCCESS)

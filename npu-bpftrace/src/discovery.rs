@@ -1,6 +1,8 @@
 //! Finding the CANN libraries to attach to: in the memory maps of running processes
 //! (through `/proc/PID/root`, so processes in containers resolve their own files), and in
-//! install locations for processes that have not started yet.
+//! install locations for processes that have not started yet. Which file names are CANN
+//! libraries is the catalog's to say: its `[[library]]` rules (`libopapi_*.so`, ...) and the
+//! libraries its entries name.
 use std::{
     collections::HashSet,
     env, fs,
@@ -10,7 +12,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use tracer_catalog::Library;
+use tracer_catalog::{Catalog, intern, library_base_name};
 
 /// CANN's default install roots, after `$ASCEND_HOME_PATH`.
 const DEFAULT_DIRS: &[&str] = &[
@@ -23,7 +25,8 @@ const DEFAULT_DIRS: &[&str] = &[
 /// A CANN library file to attach to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LibraryFile {
-    pub library: Library,
+    /// The file name without its version suffix (`libhccl.so` for `libhccl.so.8`).
+    pub name: &'static str,
     /// A path that reaches the file from this (the agent's) mount namespace.
     pub path: PathBuf,
     /// (device, inode): the same file reached by two paths is attached once.
@@ -31,10 +34,12 @@ pub struct LibraryFile {
 }
 
 impl LibraryFile {
-    fn probe(library: Library, path: PathBuf) -> Option<Self> {
+    /// The file at `path` (followed through symlinks), named by its own file name.
+    pub fn probe(path: PathBuf) -> Option<Self> {
         let meta = fs::metadata(&path).ok()?;
+        let name = intern(library_base_name(path.file_name()?.to_str()?));
         meta.is_file().then(|| Self {
-            library,
+            name,
             id: (meta.dev(), meta.ino()),
             path,
         })
@@ -58,6 +63,11 @@ impl LibrarySet {
         true
     }
 
+    /// Whether `file` (by device and inode) is in the set.
+    pub fn contains(&self, file: &LibraryFile) -> bool {
+        self.seen.contains(&file.id)
+    }
+
     pub fn files(&self) -> &[LibraryFile] {
         &self.files
     }
@@ -67,18 +77,18 @@ impl LibrarySet {
     }
 }
 
-/// CANN libraries mapped by process `pid`.
-pub fn mapped_libraries(pid: u32) -> Result<Vec<LibraryFile>> {
+/// CANN libraries (those `catalog` knows) mapped by process `pid`.
+pub fn mapped_libraries(pid: u32, catalog: &Catalog) -> Result<Vec<LibraryFile>> {
     let maps_path = format!("/proc/{pid}/maps");
     let maps = fs::read_to_string(&maps_path).with_context(|| format!("reading {maps_path}"))?;
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let mut found: Vec<LibraryFile> = Vec::new();
     for path in maps.lines().filter_map(mapped_path) {
-        let Some(library) = file_library(Path::new(path)) else {
+        if !is_cann_library(Path::new(path), catalog) {
             continue;
-        };
+        }
         let inside = root.join(path.trim_start_matches('/'));
-        if let Some(file) = LibraryFile::probe(library, inside)
+        if let Some(file) = LibraryFile::probe(inside)
             && !found.iter().any(|f| f.id == file.id)
         {
             found.push(file);
@@ -98,8 +108,10 @@ fn mapped_path(line: &str) -> Option<&str> {
     path.starts_with('/').then_some(path)
 }
 
-fn file_library(path: &Path) -> Option<Library> {
-    Library::from_file_name(path.file_name()?.to_str()?)
+fn is_cann_library(path: &Path, catalog: &Catalog) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|name| catalog.knows_library(name))
 }
 
 /// Directories where CANN libraries of processes not yet started are found:
@@ -116,29 +128,36 @@ pub fn install_dirs(ld_library_path: Option<&str>) -> Vec<PathBuf> {
     dirs
 }
 
-/// CANN libraries in `dirs`, plus user-given files or directories (`--lib`).
-pub fn installed_libraries(dirs: &[PathBuf], extra: &[PathBuf]) -> Vec<LibraryFile> {
+/// CANN libraries (those `catalog` knows) in `dirs` and in the directories of `extra`,
+/// plus the files `extra` names (`--lib`), whatever their names.
+pub fn installed_libraries(
+    dirs: &[PathBuf],
+    extra: &[PathBuf],
+    catalog: &Catalog,
+) -> Vec<LibraryFile> {
     let mut found = Vec::new();
     for dir in dirs.iter().chain(extra.iter().filter(|p| p.is_dir())) {
-        for library in Library::ALL {
-            if let Some(file) = LibraryFile::probe(library, dir.join(library.file_name())) {
-                found.push(file);
-            }
-        }
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_cann_library(p, catalog))
+            .collect();
+        paths.sort();
+        found.extend(paths.into_iter().filter_map(LibraryFile::probe));
     }
-    for file in extra.iter().filter(|p| p.is_file()) {
-        // A user may name a renamed or versioned copy; trust the name when it matches.
-        if let Some(library) = file_library(file)
-            && let Some(file) = LibraryFile::probe(library, file.clone())
-        {
-            found.push(file);
-        }
-    }
+    found.extend(
+        extra
+            .iter()
+            .filter(|p| p.is_file())
+            .filter_map(|p| LibraryFile::probe(p.clone())),
+    );
     found
 }
 
 /// Every process on the host that maps a CANN library, with those libraries.
-pub fn scan_processes() -> Vec<(u32, Vec<LibraryFile>)> {
+pub fn scan_processes(catalog: &Catalog) -> Vec<(u32, Vec<LibraryFile>)> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -147,7 +166,7 @@ pub fn scan_processes() -> Vec<(u32, Vec<LibraryFile>)> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| pid != own)
         .filter_map(|pid| {
-            let libs = mapped_libraries(pid).ok()?;
+            let libs = mapped_libraries(pid, catalog).ok()?;
             (!libs.is_empty()).then_some((pid, libs))
         })
         .collect()
@@ -173,7 +192,29 @@ mod tests {
 
     #[test]
     fn own_process_maps_no_cann_library() {
-        let libs = mapped_libraries(std::process::id()).expect("own maps readable");
+        let libs =
+            mapped_libraries(std::process::id(), Catalog::builtin()).expect("own maps readable");
         assert!(libs.is_empty());
+    }
+
+    #[test]
+    fn install_dirs_hold_the_libraries_the_catalog_knows() {
+        let dir = std::env::temp_dir().join(format!("npu-discovery-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        for name in ["libhccl.so.8", "libhccl_plf.so", "libfoo.so"] {
+            fs::write(dir.join(name), b"").unwrap();
+        }
+        let found = installed_libraries(
+            std::slice::from_ref(&dir),
+            &[dir.join("libfoo.so")],
+            Catalog::builtin(),
+        );
+        let names: Vec<&str> = found.iter().map(|f| f.name).collect();
+        assert_eq!(
+            names,
+            ["libhccl.so", "libfoo.so"],
+            "--lib names a file whatever its name"
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,7 +4,7 @@
 //! output contract in `tracer-schema`; this crate is everything that touches the host:
 //! - [`bpf`]: loading the embedded BPF object and attaching it; [`attach`] decides what to
 //!   attach where, [`discovery`] finds the library files, [`symbols`] reads ELF symbol
-//!   tables and [`symbolize`] names addresses in live processes.
+//!   tables and [`symbolize`] names addresses in live processes; [`listing`] is `probes`.
 //! - [`agent`]: a tracing session and its tokio pipeline; [`driver`] samples device clocks,
 //!   [`channel`] reads device task times from the driver's profiling channel;
 //!   [`session`] fills the dataset's `session.json`.
@@ -18,6 +18,7 @@ pub mod channel;
 pub mod discovery;
 pub mod driver;
 pub mod export;
+pub mod listing;
 pub mod outdir;
 pub mod progress;
 pub mod report;

@@ -13,6 +13,8 @@ use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 pub struct SymbolTable {
     /// Name -> virtual address.
     functions: HashMap<String, u64>,
+    /// The functions the file exports (`.dynsym`), sorted: what globs expand to.
+    exported: Vec<String>,
     /// Sorted (address, size, name) for address -> name lookups.
     by_address: Vec<(u64, u64, String)>,
     /// Loadable segments: (virtual address, size, file offset).
@@ -28,6 +30,17 @@ impl SymbolTable {
     pub fn parse(data: &[u8]) -> Result<Self> {
         let file = object::File::parse(data)?;
         let mut table = Self::default();
+        for symbol in file.dynamic_symbols() {
+            if symbol.kind() == SymbolKind::Text
+                && !symbol.is_undefined()
+                && symbol.address() != 0
+                && let Ok(name) = symbol.name()
+            {
+                table.exported.push(unversioned(name).to_string());
+            }
+        }
+        table.exported.sort();
+        table.exported.dedup();
         for symbol in file.dynamic_symbols().chain(file.symbols()) {
             if symbol.kind() != SymbolKind::Text || symbol.is_undefined() || symbol.address() == 0 {
                 continue;
@@ -79,6 +92,11 @@ impl SymbolTable {
         let i = self.by_address.partition_point(|(a, _, _)| *a <= addr);
         let (start, size, name) = self.by_address.get(i.checked_sub(1)?)?;
         (addr == *start || addr < start + (*size).max(1)).then_some(name.as_str())
+    }
+
+    /// The functions the file exports, sorted by name.
+    pub fn exported(&self) -> &[String] {
+        &self.exported
     }
 
     pub fn len(&self) -> usize {

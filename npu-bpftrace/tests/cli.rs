@@ -67,9 +67,28 @@ fn unknown_domain_and_function() {
         &npu_bpftrace(&["record", "--domain", "gpu", "--", "true"]),
         "unknown domain 'gpu'",
     );
+    // A library given with --lib is attached whatever its name; this one has no cudaMalloc.
+    let lib = env!("CARGO_BIN_EXE_npu-bpftrace");
+    let out = std::env::temp_dir().join(format!("npu-cli-unknown-{}", std::process::id()));
+    let out_arg = out.display().to_string();
     assert_error(
-        &npu_bpftrace(&["record", "--function", "cudaMalloc", "--", "true"]),
+        &npu_bpftrace(&[
+            "record",
+            "--out",
+            &out_arg,
+            "--lib",
+            lib,
+            "--function",
+            "cudaMalloc",
+            "--",
+            "true",
+        ]),
         "unknown function 'cudaMalloc'",
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    assert_error(
+        &npu_bpftrace(&["record", "--function", "!", "--", "true"]),
+        "empty function pattern '!'",
     );
 }
 

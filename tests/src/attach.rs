@@ -71,6 +71,12 @@ pub fn stop(mut app: Child) {
     assert!(status.success(), "workload failed: {status}");
 }
 
+/// Waits for a workload that ends by itself; panics unless it succeeded.
+pub fn stop_when_done(mut app: Child) {
+    let status = app.wait().unwrap();
+    assert!(status.success(), "workload failed: {status}");
+}
+
 pub fn session(dir: &Path) -> Session {
     Session::read(dir).unwrap_or_else(|e| panic!("{e:#}"))
 }

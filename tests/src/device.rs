@@ -191,22 +191,27 @@ pub fn check_tasks(recording: &Recording) -> Vec<Aligned> {
         expected.len(),
         "one row per device task (or folded call)"
     );
+    // Rows by (table, pid, device, device start count): a long run has thousands.
+    let key = |table: &str, pid: &Value, device: &Value, start: &Value| {
+        format!("{table}/{pid}/{device}/{start}")
+    };
+    let mut by_key: HashMap<String, Vec<&Row>> = HashMap::new();
+    for (table, table_rows) in &rows {
+        for r in table_rows {
+            let k = key(table, &r["pid"], &r["device_id"], &r["device_start_cnt"]);
+            by_key.entry(k).or_default().push(r);
+        }
+    }
     let mut errors = Vec::new();
     for want in &expected {
         let (table, task) = (want.table, &want.task);
-        let key = |r: &Row| {
-            (
-                r["pid"].clone(),
-                r["device_id"].clone(),
-                r["device_start_cnt"].clone(),
-            )
-        };
-        let wanted = (
-            task["pid"].clone(),
-            task["device"].clone(),
-            Value::from(want.start_cnt),
+        let wanted = key(
+            table,
+            &task["pid"],
+            &task["device"],
+            &Value::from(want.start_cnt),
         );
-        let matches: Vec<&Row> = rows[table].iter().filter(|r| key(r) == wanted).collect();
+        let matches: Vec<&Row> = by_key.get(&wanted).cloned().unwrap_or_default();
         assert_eq!(matches.len(), 1, "{want:?} in {table}: {matches:?}");
         let row = matches[0];
         let ctx = format!("truth {want:?}\nrow {row:?}");

@@ -72,6 +72,23 @@ impl Recording {
         read_table(&self.dir, name)
     }
 
+    /// `npu-bpftrace report DIR --format FORMAT`'s stdout; panics unless it succeeds.
+    pub fn report(&self, format: &str) -> String {
+        let out = Command::new(npu_bpftrace())
+            .arg("report")
+            .arg(&self.dir)
+            .args(["--format", format])
+            .output()
+            .expect("running npu-bpftrace report");
+        assert!(
+            out.status.success(),
+            "report failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("UTF-8 report")
+    }
+
     pub fn session(&self) -> Session {
         Session::read(&self.dir).unwrap_or_else(|e| panic!("{e:#}"))
     }

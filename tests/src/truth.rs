@@ -112,7 +112,10 @@ fn check_call(
         "probe times must bracket the function's own: {ctx}"
     );
     assert_eq!(row["incomplete"], false, "{ctx}");
-    let def = catalog::by_probe(catalog::find(name).expect("truth function in catalog")).unwrap();
+    let lib = call["lib"].as_str().unwrap_or_default();
+    let def = catalog::Catalog::builtin()
+        .resolve(lib, name)
+        .unwrap_or_else(|| panic!("truth function {name} of {lib} in the catalog"));
     if !row["return_value"].is_null() {
         assert_eq!(
             int(&row["return_value"]),
@@ -131,7 +134,7 @@ fn check_call(
         }
         (outer, parent) => panic!("parent {parent:?} but truth encloses in {outer:?}: {ctx}"),
     }
-    check_args(def, row, &call["args"], &ctx);
+    check_args(&def, row, &call["args"], &ctx);
 }
 
 fn check_args(def: &ProbeDef, row: &Row, args: &Value, ctx: &str) {

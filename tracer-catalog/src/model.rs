@@ -1,44 +1,20 @@
 //! The probe model: what a catalog entry says about a traced function.
-use tracer_common::{NO_ARG, ProbeRole, ProbeSpec, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_RAW};
-use tracer_schema::{rows::ApiArgs, vocab::MemoryKind};
+use tracer_common::{
+    NO_ARG, ProbeRole, ProbeSpec, SPEC_OUT_SCAN, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_RAW,
+};
+use tracer_schema::{
+    rows::{ApiArgs, RAW_ARGS},
+    vocab::MemoryKind,
+};
 
 use crate::decode::{acl_memcpy_kind, hccl_data_type, hccl_reduce_op, rt_memcpy_kind};
 
-/// CANN libraries whose functions are traced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Library {
-    AscendCl,
-    Runtime,
-    Hccl,
-    MsToolsExt,
-    AscendHal,
-}
-
-impl Library {
-    pub const ALL: [Library; 5] = [
-        Self::AscendCl,
-        Self::Runtime,
-        Self::Hccl,
-        Self::MsToolsExt,
-        Self::AscendHal,
-    ];
-
-    pub const fn file_name(self) -> &'static str {
-        match self {
-            Self::AscendCl => "libascendcl.so",
-            Self::Runtime => "libruntime.so",
-            Self::Hccl => "libhccl.so",
-            Self::MsToolsExt => "libms_tools_ext.so",
-            Self::AscendHal => "libascend_hal.so",
-        }
-    }
-
-    /// The library a mapped file name belongs to (`libhccl.so.8` counts as `libhccl.so`).
-    pub fn from_file_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|lib| {
-            name.strip_prefix(lib.file_name())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-        })
+/// The name a library file is known by: its file name without the version suffix that
+/// follows `.so` (`libhccl.so.8.0` is `libhccl.so`).
+pub fn library_base_name(file_name: &str) -> &str {
+    match file_name.find(".so.") {
+        Some(at) => &file_name[..at + 3],
+        None => file_name,
     }
 }
 
@@ -50,19 +26,26 @@ pub enum Domain {
     Hccl,
     Mstx,
     Driver,
+    /// Operator calls: aclnn phases, aclop, and the executor calls that join them.
+    Op,
+    /// Functions of libraries the catalog gives no domain (known only by name).
+    Other,
 }
 
 impl Domain {
-    pub const ALL: [Domain; 5] = [
+    pub const ALL: [Domain; 7] = [
         Self::Acl,
         Self::Runtime,
         Self::Hccl,
         Self::Mstx,
         Self::Driver,
+        Self::Op,
+        Self::Other,
     ];
     /// Traced unless the user says otherwise; the driver layer is the runtime's own
-    /// plumbing (its report thread polls it) and is opt-in.
-    pub const DEFAULT: [Domain; 4] = [Self::Acl, Self::Runtime, Self::Hccl, Self::Mstx];
+    /// plumbing (its report thread polls it) and is opt-in, as are functions of libraries
+    /// the catalog does not describe.
+    pub const DEFAULT: [Domain; 5] = [Self::Acl, Self::Runtime, Self::Hccl, Self::Mstx, Self::Op];
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -71,6 +54,8 @@ impl Domain {
             Self::Hccl => "HCCL",
             Self::Mstx => "MSTX",
             Self::Driver => "DRIVER",
+            Self::Op => "OP",
+            Self::Other => "OTHER",
         }
     }
 
@@ -126,14 +111,6 @@ pub struct Arg {
     pub column: Column,
 }
 
-pub(crate) const fn a(index: u8, name: &'static str, column: Column) -> Arg {
-    Arg {
-        index,
-        name,
-        column,
-    }
-}
-
 /// What a captured C string argument is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Text {
@@ -142,6 +119,9 @@ pub enum Text {
     /// A pointer to an `rtDevBinary_t` (u32 magic, u32 version, data pointer, u64 length):
     /// its bytes are captured as they are.
     DevBinary,
+    /// An operator type (`aclopCompileAndExecuteV2`'s `opType`): names the call's row of
+    /// table `op`.
+    OpType,
 }
 
 /// The device task a call submits.
@@ -195,6 +175,8 @@ pub enum Ret {
     Void,
     /// A 64-bit value that is also a column (mstx range id, mstx domain handle).
     Value(Column),
+    /// Unknown: the raw 64-bit register (functions known only by name).
+    Raw,
 }
 
 /// Calls the pipeline treats specially (kernel naming, mstx markers, memory, communicators).
@@ -233,12 +215,59 @@ pub enum Role {
     DomainMark,
     DomainRangeStart,
     DomainRangeEnd,
+    /// The first phase of a two-phase operator (`aclnnXxxGetWorkspaceSize(..., uint64_t
+    /// *workspaceSize, aclOpExecutor **executor)`): its last two integer arguments are
+    /// out-parameters at positions the catalog cannot know, so the probes read through every
+    /// pointer argument at return ([`tracer_common::SPEC_OUT_SCAN`]) and the correlator finds
+    /// the executor among the values by the second phase that runs it.
+    OpPrepare,
+    /// The second phase (`aclnnXxx(workspace, workspaceSize, executor, stream)`): one
+    /// operator call (handle column: the executor; bytes: the workspace size).
+    OpLaunch,
+    /// An operator compiled and run in one call (`aclopCompileAndExecuteV2`).
+    OpCompileExecute,
+    /// A graph (model) execution (`aclmdlExecute*`): one operator call per run.
+    OpModelExecute,
+    /// The executor (handle column) may run more than once: its first phase serves every
+    /// run until it is destroyed.
+    OpExecutorRepeatable,
+    /// The executor (handle column) is gone.
+    OpExecutorDestroy,
+}
+
+impl Role {
+    /// Roles of calls that are one operator call each (a row of table `op`).
+    pub const fn is_operator_call(self) -> bool {
+        matches!(
+            self,
+            Self::OpLaunch | Self::OpCompileExecute | Self::OpModelExecute
+        )
+    }
+}
+
+/// How an operator call's operator is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpNaming {
+    /// The function name without a prefix and suffix (`aclnnAdd` -> `Add`).
+    Symbol {
+        strip_prefix: &'static str,
+        strip_suffix: &'static str,
+    },
+    /// The text argument (`aclopCompileAndExecuteV2`'s `opType`).
+    Text,
+    /// The value of a column after a prefix (`model 3` for `aclmdlExecute`'s model id).
+    Column {
+        column: Column,
+        prefix: &'static str,
+    },
 }
 
 /// One traced function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProbeDef {
-    pub library: Library,
+    /// The library file name (`libascendcl.so`; for a catalog entry, maybe a glob).
+    pub library: &'static str,
+    /// The function name (for a catalog entry, maybe a glob).
     pub symbol: &'static str,
     pub domain: Domain,
     pub mspti: Option<(MsptiDomain, u32)>,
@@ -259,77 +288,34 @@ pub struct ProbeDef {
     pub payload: Payload,
     /// Device-task work of the driver's SQ/CQ functions.
     pub device_role: ProbeRole,
-}
-
-pub(crate) const fn f(
-    library: Library,
-    symbol: &'static str,
-    domain: Domain,
-    args: &'static [Arg],
-) -> ProbeDef {
-    ProbeDef {
-        library,
-        symbol,
-        domain,
-        mspti: None,
-        args,
-        text: None,
-        text_from_handle: false,
-        out: None,
-        ret: Ret::Status,
-        role: Role::Plain,
-        task: None,
-        is_async: false,
-        payload: Payload::Count,
-        device_role: ProbeRole::Api,
-    }
+    /// How the operator of an operator role is named.
+    pub op: Option<OpNaming>,
+    /// Known only by name: the first six integer arguments are kept raw.
+    pub raw_args: bool,
 }
 
 impl ProbeDef {
-    pub(crate) const fn cb(mut self, domain: MsptiDomain, id: u32) -> Self {
-        self.mspti = Some((domain, id));
-        self
-    }
-    pub(crate) const fn text(mut self, index: u8, text: Text) -> Self {
-        self.text = Some((index, text));
-        self
-    }
-    pub(crate) const fn kernel_name_from_handle(mut self, index: u8) -> Self {
-        self.text = Some((index, Text::KernelName));
-        self.text_from_handle = true;
-        self
-    }
-    pub(crate) const fn out(mut self, index: u8, size: u8, column: Column) -> Self {
-        self.out = Some(Out {
-            index,
-            size,
-            column,
-        });
-        self
-    }
-    pub(crate) const fn ret(mut self, ret: Ret) -> Self {
-        self.ret = ret;
-        self
-    }
-    pub(crate) const fn role(mut self, role: Role) -> Self {
-        self.role = role;
-        self
-    }
-    pub(crate) const fn task(mut self, task: TaskKind) -> Self {
-        self.task = Some(task);
-        self
-    }
-    pub(crate) const fn asynchronous(mut self) -> Self {
-        self.is_async = true;
-        self
-    }
-    pub(crate) const fn payload(mut self, payload: Payload) -> Self {
-        self.payload = payload;
-        self
-    }
-    pub(crate) const fn device_role(mut self, role: ProbeRole) -> Self {
-        self.device_role = role;
-        self
+    /// A function known only by name: its first six integer arguments and its return
+    /// register, raw.
+    pub fn generic(library: &'static str, symbol: &'static str, domain: Domain) -> Self {
+        Self {
+            library,
+            symbol,
+            domain,
+            mspti: None,
+            args: &[],
+            text: None,
+            text_from_handle: false,
+            out: None,
+            ret: Ret::Raw,
+            role: Role::Plain,
+            task: None,
+            is_async: false,
+            payload: Payload::Count,
+            device_role: ProbeRole::Api,
+            op: None,
+            raw_args: true,
+        }
     }
 
     /// What the BPF programs capture for this function; `quiet` attaches it for its
@@ -347,15 +333,48 @@ impl ProbeDef {
             },
             _pad: 0,
             role: self.device_role as u8,
-            flags: if quiet { SPEC_QUIET } else { 0 },
+            flags: if quiet { SPEC_QUIET } else { 0 }
+                | if self.role == Role::OpPrepare {
+                    SPEC_OUT_SCAN
+                } else {
+                    0
+                },
+        }
+    }
+
+    /// The operator an operator call runs, from its function name, text argument or
+    /// columns (see [`OpNaming`]).
+    pub fn operator_name(&self, text: &[u8], args: &ApiArgs) -> Option<String> {
+        match self.op? {
+            OpNaming::Symbol {
+                strip_prefix,
+                strip_suffix,
+            } => {
+                let name = self
+                    .symbol
+                    .strip_prefix(strip_prefix)
+                    .unwrap_or(self.symbol);
+                Some(name.strip_suffix(strip_suffix).unwrap_or(name).to_owned())
+            }
+            OpNaming::Text => {
+                (!text.is_empty()).then(|| String::from_utf8_lossy(text).into_owned())
+            }
+            OpNaming::Column { column, prefix } => {
+                column_value(args, column).map(|v| format!("{prefix}{v}"))
+            }
         }
     }
 
     /// Typed columns from raw captured values.
-    pub fn decode_args(&self, raw: &[u64], out_value: Option<u64>, ret: Option<u64>) -> ApiArgs {
+    pub fn decode_args(
+        &self,
+        raw_values: &[u64],
+        out_value: Option<u64>,
+        ret: Option<u64>,
+    ) -> ApiArgs {
         let mut args = ApiArgs::default();
         for arg in self.args {
-            if let Some(&v) = raw.get(arg.index as usize) {
+            if let Some(&v) = raw_values.get(arg.index as usize) {
                 set_column(&mut args, arg.column, v);
             }
         }
@@ -365,6 +384,13 @@ impl ProbeDef {
         if let (Ret::Value(column), Some(ret)) = (self.ret, ret) {
             set_column(&mut args, column, ret);
         }
+        if self.raw_args {
+            let mut raw = [0u64; RAW_ARGS];
+            for (slot, v) in raw.iter_mut().zip(raw_values) {
+                *slot = *v;
+            }
+            args.raw = Some(raw);
+        }
         args
     }
 
@@ -373,9 +399,29 @@ impl ProbeDef {
         match self.ret {
             Ret::Status => Some(i64::from(ret as i32)),
             Ret::Void => None,
-            Ret::Value(_) => Some(ret as i64),
+            Ret::Value(_) | Ret::Raw => Some(ret as i64),
         }
     }
+}
+
+/// A column's value as text (operator names of [`OpNaming::Column`]).
+fn column_value(args: &ApiArgs, column: Column) -> Option<String> {
+    Some(match column {
+        Column::DeviceId => args.device_id?.to_string(),
+        Column::Stream => args.stream?.to_string(),
+        Column::Bytes => args.bytes?.to_string(),
+        Column::Count => args.count?.to_string(),
+        Column::AclMemcpyKind | Column::RtMemcpyKind => args.memcpy_kind?.to_string(),
+        Column::Address => args.address?.to_string(),
+        Column::SrcAddress => args.src_address?.to_string(),
+        Column::Value => args.value?.to_string(),
+        Column::BlockDim => args.block_dim?.to_string(),
+        Column::Handle => args.handle?.to_string(),
+        Column::DataType => args.data_type?.to_string(),
+        Column::ReduceOp => args.reduce_op?.to_string(),
+        Column::Rank => args.rank?.to_string(),
+        Column::RangeId => args.range_id?.to_string(),
+    })
 }
 
 fn set_column(args: &mut ApiArgs, column: Column, v: u64) {

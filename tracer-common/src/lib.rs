@@ -12,8 +12,9 @@ pub const MAX_ARGS: usize = 8;
 pub const TEXT_LEN: usize = 64;
 /// Nested traced calls remembered per thread (acl -> rt -> hal is 3 deep).
 pub const MAX_DEPTH: usize = 8;
-/// Catalog entries the BPF side can describe; probe ids index [`ProbeSpec`] maps.
-pub const MAX_PROBES: u32 = 512;
+/// Functions the BPF side can describe: probe ids (attach cookies, handed out as library
+/// files are attached) index the [`ProbeSpec`] array `PROBE_SPECS`, 8 bytes each (256 KiB).
+pub const MAX_PROBES: u32 = 32_768;
 /// Threads with a traced call in flight at once.
 pub const MAX_THREADS: u32 = 65_536;
 /// `ProbeSpec` fields that name no argument.
@@ -37,6 +38,8 @@ pub enum RecordKind {
     ChannelData = 6,
     /// Bytes of a device binary being registered: [`BinaryPiece`].
     BinaryPiece = 7,
+    /// What the integer arguments of a returning call pointed at: [`OutScan`].
+    OutScan = 8,
 }
 
 impl RecordKind {
@@ -49,6 +52,7 @@ impl RecordKind {
             5 => Some(Self::TaskSubmit),
             6 => Some(Self::ChannelData),
             7 => Some(Self::BinaryPiece),
+            8 => Some(Self::OutScan),
             _ => None,
         }
     }
@@ -180,7 +184,8 @@ pub struct RecordHeader {
     pub kind: u8,
     /// Call depth on this thread at ENTER/EXIT (0 = outermost traced call).
     pub depth: u8,
-    /// Catalog index of the probed function (the attach cookie).
+    /// Probe id of the probed function (the attach cookie; the agent's probe table says
+    /// which function it is).
     pub probe: u16,
     /// Thread group id (the process id users see).
     pub pid: u32,
@@ -251,6 +256,22 @@ pub struct ApiExit {
 /// `ApiExit::flags`: the out-parameter was read.
 pub const EXIT_OUT_VALID: u32 = 1;
 
+/// The 8-byte values the integer arguments of a returning call pointed at, for a function
+/// whose out-parameters sit at positions the catalog cannot know ([`SPEC_OUT_SCAN`]: an
+/// `aclnnXxxGetWorkspaceSize`, whose last two parameters are its out-parameters). Sent just
+/// before the call's [`ApiExit`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OutScan {
+    pub header: RecordHeader,
+    pub correlation_id: u64,
+    /// `values[i]`: what integer argument `i` pointed at, when bit `i` of `valid` is set (an
+    /// argument that is not a readable pointer gives nothing).
+    pub values: [u64; SCAN_ARGS],
+    pub valid: u32,
+    pub _pad: u32,
+}
+
 /// What the generic probes capture for one catalog entry (BPF map `PROBE_SPECS`, index = probe id).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +288,7 @@ pub struct ProbeSpec {
     pub _pad: u16,
     /// A [`ProbeRole`] as u8: what else the probe does besides ENTER/EXIT.
     pub role: u8,
-    /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only).
+    /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only); [`SPEC_OUT_SCAN`].
     pub flags: u8,
 }
 
@@ -283,6 +304,14 @@ pub const RAW_TEXT_LEN: usize = 24;
 /// `ProbeSpec::flags`: the function is attached for its role only; its calls are not
 /// reported as API records (e.g. the driver's SQ/CQ calls when the driver domain is off).
 pub const SPEC_QUIET: u8 = 1;
+/// `ProbeSpec::flags`: at return, read what each integer argument points at ([`OutScan`]).
+pub const SPEC_OUT_SCAN: u8 = 2;
+/// Integer arguments an [`OutScan`] reads through: operators have up to a dozen parameters
+/// before their two out-parameters, so more than [`MAX_ARGS`].
+pub const SCAN_ARGS: usize = 16;
+/// Calls of [`SPEC_OUT_SCAN`] functions in flight at once whose arguments are kept for their
+/// return (the BPF map `SCANNED_ARGS`, least recently used first out).
+pub const MAX_SCANNED_CALLS: u32 = 8192;
 
 /// Device-task work a probe does, beyond recording the call.
 #[repr(u8)]
@@ -645,6 +674,7 @@ const _: () = {
     assert!(offset_of!(ApiEnter, text) == 112);
     assert!(size_of::<ApiEnter>() == 176);
     assert!(size_of::<ApiExit>() == 56);
+    assert!(size_of::<OutScan>() == 24 + 8 + 8 * SCAN_ARGS + 8);
     assert!(size_of::<ProbeSpec>() == 8);
     assert!(size_of::<TaskKey>() == 16);
     assert!(offset_of!(TaskKey, stream_id) == 12);

@@ -52,6 +52,41 @@ pub struct TaskContext {
     /// Per-communicator sequence number of a collective.
     pub seq: Option<u64>,
     returned_ns: Option<u64>,
+    /// Kernel launches nested in the call (an operator's), by entry time: a task submitted
+    /// after one entered (on the call's thread) was launched by it and is named by it.
+    launches: Vec<(u64, Option<String>)>,
+    /// Operator calls the tasks were launched in: the call itself, or calls nested in it
+    /// (entry time, return time once known, correlation id, operator).
+    ops: Vec<NestedOp>,
+}
+
+/// An operator call within an outermost call.
+#[derive(Debug, Clone, Copy)]
+struct NestedOp {
+    start_ns: u64,
+    end_ns: Option<u64>,
+    correlation_id: u64,
+    name: &'static str,
+}
+
+impl TaskContext {
+    /// The kernel a task submitted at `submit_ns` runs: its launch's, else the call's.
+    fn kernel_name(&self, submit_ns: u64) -> Option<String> {
+        let launch = self.launches.iter().rev().find(|(at, _)| *at <= submit_ns);
+        match launch {
+            Some((_, name)) => name.clone(),
+            None => self.args.kernel_name.clone(),
+        }
+    }
+
+    /// The innermost operator call in progress at `submit_ns`.
+    fn op(&self, submit_ns: u64) -> Option<(u64, &'static str)> {
+        self.ops
+            .iter()
+            .rev()
+            .find(|op| op.start_ns <= submit_ns && op.end_ns.is_none_or(|end| submit_ns <= end))
+            .map(|op| (op.correlation_id, op.name))
+    }
 }
 
 struct Comm {
@@ -151,6 +186,48 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// stream is 0 on a chip whose records name none).
 type DeviceTaskKey = (u32, u16, u32);
 
+/// Submissions waiting for their device records, oldest first per (device, stream, task):
+/// a device-wide stream id is reused once its stream is destroyed, and a task of the new
+/// stream may be submitted before the channel delivered the records of the old stream's
+/// task with the same ids. Records of one key come in submission order.
+#[derive(Debug, Default)]
+struct Waiting(HashMap<DeviceTaskKey, VecDeque<Submitted>>);
+
+impl Waiting {
+    fn contains_key(&self, key: &DeviceTaskKey) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// The oldest submission of `key`.
+    fn oldest_mut(&mut self, key: &DeviceTaskKey) -> Option<&mut Submitted> {
+        self.0.get_mut(key)?.front_mut()
+    }
+
+    /// Removes and returns the oldest submission of `key`.
+    fn take_oldest(&mut self, key: &DeviceTaskKey) -> Option<Submitted> {
+        let queue = self.0.get_mut(key)?;
+        let oldest = queue.pop_front();
+        if queue.is_empty() {
+            self.0.remove(key);
+        }
+        oldest
+    }
+
+    fn push(&mut self, key: DeviceTaskKey, submitted: Submitted) {
+        self.0.entry(key).or_default().push_back(submitted);
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Submitted> {
+        self.0.values().flatten()
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = (DeviceTaskKey, Submitted)> + '_ {
+        self.0
+            .drain()
+            .flat_map(|(key, queue)| queue.into_iter().map(move |s| (key, s)))
+    }
+}
+
 /// A submission waiting for its device records.
 #[derive(Debug, Clone, Copy)]
 struct Submitted {
@@ -193,7 +270,7 @@ pub struct Activity {
     tasks_per_call: HashMap<u64, u32>,
     /// Devices whose task times come from the profiling channel, since when (trace time).
     soc_devices: BTreeMap<u32, u64>,
-    submitted: HashMap<DeviceTaskKey, Submitted>,
+    submitted: Waiting,
     /// Tasks loaded into model streams (`halStreamTaskFill`), run by each execution.
     loaded: HashMap<DeviceTaskKey, Submitted>,
     /// Runs of loaded tasks (their begin and end records) waiting to be given to the model
@@ -236,7 +313,7 @@ impl Activity {
             contexts: HashMap::new(),
             tasks_per_call: HashMap::new(),
             soc_devices: BTreeMap::new(),
-            submitted: HashMap::new(),
+            submitted: Waiting::default(),
             loaded: HashMap::new(),
             loaded_runs: HashMap::new(),
             executions: BTreeMap::new(),
@@ -254,13 +331,14 @@ impl Activity {
         }
     }
 
-    /// An outermost call that submits device tasks entered.
+    /// An outermost call that submits device tasks entered at `ts_ns`; `op` names the
+    /// operator when it is an operator call.
     pub fn call_entered(
         &mut self,
         def: &'static ProbeDef,
-        pid: u32,
-        correlation_id: u64,
+        (pid, correlation_id, ts_ns): (u32, u64, u64),
         args: ApiArgs,
+        op: Option<&'static str>,
     ) {
         let Some(kind) = def.task else { return };
         let seq = (kind == TaskKind::Collective)
@@ -271,14 +349,66 @@ impl Activity {
                 comm.next_seq += 1;
                 comm.next_seq - 1
             });
+        let ops = op
+            .map(|name| NestedOp {
+                start_ns: ts_ns,
+                end_ns: None,
+                correlation_id,
+                name,
+            })
+            .into_iter()
+            .collect();
         let context = TaskContext {
             def,
             kind,
             args,
             seq,
             returned_ns: None,
+            launches: Vec::new(),
+            ops,
         };
         self.contexts.insert(correlation_id, context);
+    }
+
+    /// A kernel launch (of kernel `name`) entered at `ts_ns` inside outermost call
+    /// `outermost`.
+    pub fn launch_entered(&mut self, outermost: u64, ts_ns: u64, name: Option<String>) {
+        if let Some(context) = self.contexts.get_mut(&outermost) {
+            context.launches.push((ts_ns, name));
+        }
+    }
+
+    /// Operator call `correlation_id` (operator `name`) entered at `ts_ns` inside outermost
+    /// call `outermost`.
+    pub fn op_entered(
+        &mut self,
+        outermost: u64,
+        ts_ns: u64,
+        correlation_id: u64,
+        name: &'static str,
+    ) {
+        if let Some(context) = self.contexts.get_mut(&outermost) {
+            context.ops.push(NestedOp {
+                start_ns: ts_ns,
+                end_ns: None,
+                correlation_id,
+                name,
+            });
+        }
+    }
+
+    /// Operator call `correlation_id` inside `outermost` returned at `ts_ns`.
+    pub fn op_returned(&mut self, outermost: u64, correlation_id: u64, ts_ns: u64) {
+        let Some(context) = self.contexts.get_mut(&outermost) else {
+            return;
+        };
+        if let Some(op) = context
+            .ops
+            .iter_mut()
+            .find(|op| op.correlation_id == correlation_id)
+        {
+            op.end_ns = Some(ts_ns);
+        }
     }
 
     /// A call returned (any depth): memory rows, communicators, task-context bookkeeping.
@@ -426,18 +556,24 @@ impl Activity {
             begin_cnt: None,
         };
         let mut early = self.unmatched.remove(&key).unwrap_or_default();
-        let latest = early.pop_back();
-        self.stats.channel_records_unmatched += early.len() as u64;
-        match latest {
-            // Records read before the task was even submitted belong to an earlier task
-            // with the same ids (a wrapped id, a process not traced).
-            Some(early) if early.read_ns >= submit.header.ts_ns => {
-                self.timed_by_channel(key, submitted, early)
+        // Records read before the task was even submitted belong to an earlier task with
+        // the same ids (a wrapped id, a process not traced). Of the others the first run is
+        // this task's; later ones are of later tasks with these ids (a reused stream id),
+        // whose submissions the ring buffer has not delivered yet.
+        let stale = early
+            .iter()
+            .take_while(|run| run.read_ns < submit.header.ts_ns)
+            .count();
+        self.stats.channel_records_unmatched += stale as u64;
+        early.drain(..stale);
+        match early.pop_front() {
+            Some(run) => {
+                if !early.is_empty() {
+                    self.unmatched.insert(key, early);
+                }
+                self.timed_by_channel(key, submitted, run)
             }
-            stale => {
-                self.stats.channel_records_unmatched += u64::from(stale.is_some());
-                self.submitted.insert(key, submitted);
-            }
+            None => self.submitted.push(key, submitted),
         }
     }
 
@@ -450,7 +586,7 @@ impl Activity {
                 self.loaded_run(key, record, batch.read_ns);
                 continue;
             }
-            let Some(submitted) = self.submitted.get_mut(&key) else {
+            let Some(submitted) = self.submitted.oldest_mut(&key) else {
                 push_run(
                     self.unmatched.entry(key).or_default(),
                     record,
@@ -461,8 +597,9 @@ impl Activity {
             match record.edge {
                 SocEdge::Begin => submitted.begin_cnt = Some(record.cnt),
                 SocEdge::End => {
-                    let submitted = *submitted;
-                    self.submitted.remove(&key);
+                    let Some(submitted) = self.submitted.take_oldest(&key) else {
+                        continue;
+                    };
                     let early = Unmatched {
                         end_cnt: Some(record.cnt),
                         read_ns: batch.read_ns,
@@ -541,7 +678,7 @@ impl Activity {
             // Only the begin was early: wait for the end.
             let mut waiting = submitted;
             waiting.begin_cnt = begin;
-            self.submitted.insert(key, waiting);
+            self.submitted.push(key, waiting);
             return;
         };
         // A task's begin record precedes its end on the device: an end without one means
@@ -844,6 +981,9 @@ impl Activity {
             device_end_cnt: known(done.end_cnt),
             submit_ns: done.info.submit_ns,
             status: Some(done.status),
+            // Set from the task's context when its row is made.
+            op_correlation_id: None,
+            op_name: None,
         };
         if held.context.is_none() {
             self.stats.tasks_without_api += 1;
@@ -914,7 +1054,7 @@ impl Activity {
     fn row(
         &mut self,
         kind: TaskKind,
-        task: DeviceTask,
+        mut task: DeviceTask,
         sqe_type: u8,
         block_dim: u16,
         context: Option<TaskContext>,
@@ -923,6 +1063,11 @@ impl Activity {
             .chip
             .sqe_task_kind(sqe_type)
             .map_or(KernelType::Unknown, |(_, unit)| unit);
+        let kernel_name = context.as_ref().and_then(|c| c.kernel_name(task.submit_ns));
+        if let Some((op, name)) = context.as_ref().and_then(|c| c.op(task.submit_ns)) {
+            task.op_correlation_id = Some(op);
+            task.op_name = Some(name);
+        }
         let (def, args, seq) = match context {
             Some(c) => (Some(c.def), c.args, c.seq),
             None => (None, ApiArgs::default(), None),
@@ -932,7 +1077,7 @@ impl Activity {
         match kind {
             TaskKind::Kernel => self.output.kernels.push(KernelRow {
                 task,
-                name: args.kernel_name,
+                name: kernel_name,
                 kernel_type: unit,
                 block_dim: u32::from(block_dim),
                 api_name,
@@ -1076,6 +1221,10 @@ fn task_kind(chip: &ChipLayout, sqe_type: u8, context: Option<&TaskContext>) -> 
         (Some(TaskKind::Collective), _) => Some(TaskKind::Collective),
         // A model runs tasks of every kind: each is what its SQE says.
         (Some(TaskKind::Model), by_sqe) => by_sqe,
+        // So may an operator: its kernels, and copies where it makes them.
+        (Some(from_call), by_sqe) if context.is_some_and(|c| c.def.role.is_operator_call()) => {
+            by_sqe.or(Some(from_call))
+        }
         (_, Some(TaskKind::Sync)) => Some(TaskKind::Sync),
         (from_call, by_sqe) => from_call.or(by_sqe),
     }
@@ -1211,13 +1360,73 @@ mod tests {
     }
 
     fn launch() -> &'static ProbeDef {
-        let probe = catalog::find("aclrtLaunchKernel").expect("in the catalog");
-        catalog::by_probe(probe).expect("a probe")
+        catalog::Catalog::builtin()
+            .find("aclrtLaunchKernel")
+            .expect("in the catalog")
     }
 
     /// Begin/end records join their submission by (device, stream, task), whichever
     /// arrives first; both tasks of one call keep its kernel name; a failed task's
     /// completion entry gives its status; other processes' records are left unmatched.
+    #[test]
+    fn a_reused_stream_id_waits_behind_the_old_streams_task() {
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
+        a.call_entered(launch(), (100, 8, 0), ApiArgs::default(), None);
+        // Stream 3 is destroyed and its id given to a new stream, whose task 0 is submitted
+        // before the channel delivered the old stream's task 0.
+        a.submitted(&submit(0, 3, 0, 7, 1_000));
+        a.submitted(&submit(0, 3, 0, 8, 2_000));
+        a.soc_batch(&batch(
+            0,
+            5_000,
+            &[
+                (SocEdge::Begin, 3, 0, 40),
+                (SocEdge::End, 3, 0, 50),
+                (SocEdge::Begin, 3, 0, 60),
+                (SocEdge::End, 3, 0, 70),
+            ],
+        ));
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let kernels: Vec<_> = out
+            .kernels
+            .iter()
+            .map(|k| (k.task.correlation_id, k.task.device_start_cnt))
+            .collect();
+        assert_eq!(kernels, [(7, Some(40)), (8, Some(60))]);
+        assert_eq!(a.stats().channel_records_unmatched, 0);
+
+        // The same when the channel delivers both tasks' records before the ring buffer
+        // delivers either submission.
+        let mut a = Activity::default();
+        a.soc_log_started(0, 0);
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
+        a.call_entered(launch(), (100, 8, 0), ApiArgs::default(), None);
+        a.soc_batch(&batch(
+            0,
+            5_000,
+            &[(SocEdge::Begin, 3, 0, 40), (SocEdge::End, 3, 0, 50)],
+        ));
+        a.soc_batch(&batch(
+            0,
+            6_000,
+            &[(SocEdge::Begin, 3, 0, 60), (SocEdge::End, 3, 0, 70)],
+        ));
+        a.submitted(&submit(0, 3, 0, 7, 1_000));
+        a.submitted(&submit(0, 3, 0, 8, 2_000));
+        a.finish(&[], &[], 1_000_000_000_000);
+        let out = a.take_output();
+        let kernels: Vec<_> = out
+            .kernels
+            .iter()
+            .map(|k| (k.task.correlation_id, k.task.device_start_cnt))
+            .collect();
+        assert_eq!(kernels, [(7, Some(40)), (8, Some(60))]);
+        assert_eq!(a.stats().channel_records_unmatched, 0);
+    }
+
     #[test]
     fn channel_records_join_submissions() {
         let mut a = Activity::default();
@@ -1226,7 +1435,7 @@ mod tests {
             kernel_name: Some("matmul".into()),
             ..Default::default()
         };
-        a.call_entered(launch(), 100, 7, args);
+        a.call_entered(launch(), (100, 7, 0), args, None);
         a.submitted(&submit(0, 3, 10, 7, 1_000));
         // The second task's records come before its submission is seen.
         a.soc_batch(&batch(
@@ -1292,7 +1501,7 @@ mod tests {
     fn a_950_joins_32_bit_task_ids_and_reads_v2_sqe_types() {
         let mut a = Activity::new(&catalog::CHIP_950);
         a.soc_log_started(0, 0);
-        a.call_entered(launch(), 100, 7, ApiArgs::default());
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
         let mut vector = submit(0, 0, 0x1_0005, 7, 1_000);
         vector.info.sqe_type = 1;
         a.submitted(&vector);
@@ -1344,7 +1553,7 @@ mod tests {
     fn records_older_than_the_submission_are_not_its_own() {
         let mut a = Activity::default();
         a.soc_log_started(0, 0);
-        a.call_entered(launch(), 100, 7, ApiArgs::default());
+        a.call_entered(launch(), (100, 7, 0), ApiArgs::default(), None);
         a.soc_batch(&batch(
             0,
             900,
@@ -1458,11 +1667,13 @@ mod tests {
     fn a_collective_is_one_row_over_its_tasks() {
         let mut a = Activity::default();
         a.soc_log_started(0, 0);
-        let collective = catalog::CATALOG
+        let collective = &catalog::Catalog::builtin()
+            .entries()
             .iter()
-            .find(|d| d.task == Some(TaskKind::Collective))
-            .unwrap();
-        a.call_entered(collective, 100, 9, ApiArgs::default());
+            .find(|e| e.def.task == Some(TaskKind::Collective))
+            .unwrap()
+            .def;
+        a.call_entered(collective, (100, 9, 0), ApiArgs::default(), None);
         for (task, sqe_type) in [(1, 6), (2, 11), (3, 7)] {
             let mut s = submit(0, 5, task, 9, 1_000);
             s.info.sqe_type = sqe_type;

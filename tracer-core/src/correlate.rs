@@ -3,21 +3,24 @@
 //! Correlation ids come from the kernel; this stage only pairs records by id, interprets
 //! arguments through the catalog, and remembers what registration calls taught it
 //! (kernel names by function handle or stub, mstx domain names, open ranges).
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
-use tracer_common::{ApiEnter, ApiExit, EXIT_OUT_VALID, RecordHeader, TaskInfo, TaskKey};
+use tracer_common::{
+    ApiEnter, ApiExit, EXIT_OUT_VALID, OutScan, RecordHeader, SCAN_ARGS, TaskInfo, TaskKey,
+};
 
-use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, Role, Text};
+use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, ProbeTable, Role, TaskKind, Text};
 use tracer_schema::{
-    rows::{ApiRow, MarkerRow},
+    rows::{ApiArgs, ApiRow, MarkerRow, OpPhase, OpRow},
     session::CorrelateStats,
-    vocab::MarkerKind,
+    vocab::{MarkerKind, OpKind},
 };
 
 use crate::{
     activity::{Activity, ActivityOutput},
     clock::ClockReading,
     decode::{Record, text},
+    operators::Operators,
     soclog::SocBatch,
 };
 
@@ -26,6 +29,7 @@ use crate::{
 pub struct Output {
     pub api: Vec<ApiRow>,
     pub markers: Vec<MarkerRow>,
+    pub ops: Vec<OpRow>,
     pub activity: ActivityOutput,
 }
 
@@ -35,6 +39,7 @@ impl Output {
         let a = &self.activity;
         self.api.len()
             + self.markers.len()
+            + self.ops.len()
             + a.kernels.len()
             + a.memcpys.len()
             + a.memsets.len()
@@ -99,6 +104,8 @@ impl Live for () {
 }
 
 pub struct Correlator {
+    /// What each probe id stands for (filled by the attacher as libraries are attached).
+    probes: Arc<ProbeTable>,
     open: HashMap<u64, ApiEnter>,
     /// (pid, function handle or stub address) -> kernel name.
     kernels: HashMap<(u32, u64), String>,
@@ -110,29 +117,42 @@ pub struct Correlator {
     mstx_domains: HashMap<(u32, u64), String>,
     /// (pid, mstx range id) -> the range, waiting for its end.
     ranges: HashMap<(u32, u64), MarkerRow>,
+    /// What the arguments of returning first phases pointed at, until their EXIT.
+    scans: HashMap<u64, OutScan>,
+    /// First phases of operators, waiting for the second phases that run their executors.
+    operators: Operators,
     symbolizer: Box<dyn Symbolize + Send>,
     activity: Activity,
     output: Output,
     stats: CorrelateStats,
 }
 
-/// A correlator that names no address it was not told about, of a 910B's tasks.
+/// A correlator that names no address it was not told about, of a 910B's tasks, whose probe
+/// ids are those of the built-in catalog's exact entries ([`ProbeTable::builtin`]).
 impl Default for Correlator {
     fn default() -> Self {
-        Self::new(Box::new(()), catalog::DEFAULT_CHIP)
+        Self::new(Box::new(()), catalog::DEFAULT_CHIP, ProbeTable::builtin())
     }
 }
 
 impl Correlator {
-    /// A correlator of the tasks of `chip` (its SQE types and completion entries).
-    pub fn new(symbolizer: Box<dyn Symbolize + Send>, chip: &'static ChipLayout) -> Self {
+    /// A correlator of the tasks of `chip` (its SQE types and completion entries), whose
+    /// records name functions by their ids in `probes`.
+    pub fn new(
+        symbolizer: Box<dyn Symbolize + Send>,
+        chip: &'static ChipLayout,
+        probes: Arc<ProbeTable>,
+    ) -> Self {
         Self {
+            probes,
             open: HashMap::new(),
             kernels: HashMap::new(),
             binaries: HashMap::new(),
             keyed_kernels: HashMap::new(),
             mstx_domains: HashMap::new(),
             ranges: HashMap::new(),
+            scans: HashMap::new(),
+            operators: Operators::default(),
             symbolizer,
             activity: Activity::new(chip),
             output: Output::default(),
@@ -144,6 +164,9 @@ impl Correlator {
         match record {
             Record::Enter(enter) => self.enter(enter, live),
             Record::Exit(exit) => self.exit(exit, live),
+            Record::OutScan(scan) => {
+                self.scans.insert(scan.correlation_id, *scan);
+            }
             Record::ThreadExit(header) => self.thread_exit(header, live),
             Record::TaskComplete(done) => self.activity.completed(done),
             Record::TaskSubmit(submit) => self.activity.submitted(submit),
@@ -208,16 +231,27 @@ impl Correlator {
     }
 
     fn enter(&mut self, enter: &ApiEnter, live: &mut impl Live) {
-        let Some(def) = catalog::by_probe(enter.header.probe) else {
+        let Some(def) = self.probes.get(enter.header.probe) else {
             self.stats.unknown_probes += 1;
             return;
         };
         live.entered(def, enter);
+        let args = def.decode_args(&enter.args, None, None);
+        let op = operator_name(def, enter, &args);
+        let (pid, id, ts) = (enter.header.pid, enter.correlation_id, enter.header.ts_ns);
         if enter.header.depth == 0 && def.task.is_some() {
-            let mut args = def.decode_args(&enter.args, None, None);
+            let mut args = args;
             args.kernel_name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
-            self.activity
-                .call_entered(def, enter.header.pid, enter.correlation_id, args);
+            self.activity.call_entered(def, (pid, id, ts), args, op);
+        } else if enter.header.depth > 0 {
+            let outermost = self.outermost_from(enter.parent_correlation_id);
+            if let Some(name) = op {
+                self.activity.op_entered(outermost, ts, id, name);
+            }
+            if def.task == Some(TaskKind::Kernel) && !def.role.is_operator_call() {
+                let name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
+                self.activity.launch_entered(outermost, ts, name);
+            }
         }
         self.open.insert(enter.correlation_id, *enter);
     }
@@ -243,16 +277,21 @@ impl Correlator {
     /// The outermost call enclosing `row` (itself when it is outermost); its ancestors are
     /// still open when it returns.
     fn outermost(&self, row: &ApiRow) -> u64 {
-        let mut outer = row.correlation_id;
-        let mut parent = row.parent_correlation_id;
-        while let Some(id) = parent {
-            outer = id;
-            parent = self
-                .open
-                .get(&id)
-                .and_then(|e| (e.parent_correlation_id != 0).then_some(e.parent_correlation_id));
+        row.parent_correlation_id
+            .map_or(row.correlation_id, |parent| self.outermost_from(parent))
+    }
+
+    /// The outermost call enclosing open call `id` (itself when it is outermost).
+    fn outermost_from(&self, mut id: u64) -> u64 {
+        while let Some(parent) = self
+            .open
+            .get(&id)
+            .map(|e| e.parent_correlation_id)
+            .filter(|&p| p != 0)
+        {
+            id = parent;
         }
-        outer
+        id
     }
 
     fn exit(&mut self, exit: &ApiExit, live: &mut impl Live) {
@@ -260,7 +299,7 @@ impl Correlator {
             self.stats.exits_without_enter += 1;
             return;
         };
-        let Some(def) = catalog::by_probe(enter.header.probe) else {
+        let Some(def) = self.probes.get(enter.header.probe) else {
             self.stats.unknown_probes += 1;
             return;
         };
@@ -271,10 +310,78 @@ impl Correlator {
         row.args = def.decode_args(&enter.args, out, Some(exit.ret));
         self.apply_text(def, &enter, &mut row);
         self.apply_role(def, &enter, &mut row);
+        self.operator(def, &enter, &row);
         self.stats.calls += 1;
         self.activity.call_returned(def, &row, self.outermost(&row));
         live.exited(&row);
         self.output.api.push(row);
+    }
+
+    /// What operator roles do at return: a first phase is remembered by what its arguments
+    /// pointed at, executors are marked repeatable or gone, and an operator call is a row of
+    /// table `op` (with its first phase, found by the executor it ran).
+    fn operator(&mut self, def: &'static ProbeDef, enter: &ApiEnter, row: &ApiRow) {
+        let (pid, ok) = (row.pid, row.return_value == Some(0));
+        let scan = self.scans.remove(&row.correlation_id);
+        let handle = row.args.handle.unwrap_or(0);
+        let kind = match def.role {
+            Role::OpPrepare => {
+                if let (true, Some(scan), Some(end_ns)) = (ok, scan, row.end_ns) {
+                    let phase = OpPhase {
+                        correlation_id: row.correlation_id,
+                        api_name: def.symbol,
+                        tid: row.tid,
+                        start_ns: row.start_ns,
+                        end_ns,
+                    };
+                    self.operators.prepared(pid, phase, &scanned_values(&scan));
+                }
+                return;
+            }
+            Role::OpExecutorRepeatable if ok => {
+                self.operators.set_repeatable(pid, handle);
+                return;
+            }
+            Role::OpExecutorDestroy if ok => {
+                self.operators.destroyed(pid, handle);
+                return;
+            }
+            Role::OpLaunch => OpKind::Aclnn,
+            Role::OpCompileExecute => OpKind::Aclop,
+            Role::OpModelExecute => OpKind::Model,
+            _ => return,
+        };
+        let Some(name) = operator_name(def, enter, &row.args) else {
+            return;
+        };
+        if row.parent_correlation_id.is_some()
+            && let Some(end_ns) = row.end_ns
+        {
+            let outermost = self.outermost(row);
+            self.activity
+                .op_returned(outermost, row.correlation_id, end_ns);
+        }
+        let workspace = row.args.bytes.unwrap_or(0);
+        let prepare = (kind == OpKind::Aclnn && handle != 0)
+            .then(|| self.operators.ran(pid, handle, workspace))
+            .flatten();
+        let aclnn = kind == OpKind::Aclnn;
+        self.output.ops.push(OpRow {
+            correlation_id: row.correlation_id,
+            name,
+            kind,
+            api_name: def.symbol,
+            library: def.library,
+            pid,
+            tid: row.tid,
+            start_ns: row.start_ns,
+            end_ns: row.end_ns,
+            prepare,
+            workspace_bytes: row.args.bytes.filter(|_| aclnn),
+            executor: row.args.handle.filter(|_| aclnn),
+            stream: row.args.stream,
+            return_value: row.return_value,
+        });
     }
 
     fn thread_exit(&mut self, header: &RecordHeader, live: &mut impl Live) {
@@ -293,7 +400,7 @@ impl Correlator {
         let Some(enter) = self.open.remove(&id) else {
             return;
         };
-        let Some(def) = catalog::by_probe(enter.header.probe) else {
+        let Some(def) = self.probes.get(enter.header.probe) else {
             return;
         };
         let mut row = base_row(def, &enter);
@@ -301,6 +408,7 @@ impl Correlator {
         row.args = def.decode_args(&enter.args, None, None);
         self.apply_text(def, &enter, &mut row);
         self.apply_role(def, &enter, &mut row);
+        self.operator(def, &enter, &row);
         self.stats.incomplete_calls += 1;
         live.exited(&row);
         self.output.api.push(row);
@@ -316,8 +424,8 @@ impl Correlator {
         match kind {
             Text::KernelName => row.args.kernel_name = Some(value()),
             Text::Message => row.args.message = Some(value()),
-            // Bytes for the role, not text.
-            Text::DevBinary => {}
+            // Bytes for the role, not text; an operator type names the call's `op` row.
+            Text::DevBinary | Text::OpType => {}
         }
     }
 
@@ -328,6 +436,13 @@ impl Correlator {
         match def.role {
             // Memory and communicator roles are device activity, handled at return.
             Role::Plain | Role::Alloc(_) | Role::Free(_) | Role::CommInit => {}
+            // Operator calls and their executors: `Correlator::operator`.
+            Role::OpPrepare
+            | Role::OpLaunch
+            | Role::OpCompileExecute
+            | Role::OpModelExecute
+            | Role::OpExecutorRepeatable
+            | Role::OpExecutorDestroy => {}
             Role::RegisterStub | Role::RegisterFunction => {
                 if let (true, Some(name)) = (ok && handle != 0, &row.args.kernel_name) {
                     self.kernels.insert((pid, handle), name.clone());
@@ -441,6 +556,20 @@ impl Correlator {
     }
 }
 
+/// The operator an operator call runs (`aclnnAdd` -> `Add`), kept for the session.
+fn operator_name(def: &ProbeDef, enter: &ApiEnter, args: &ApiArgs) -> Option<&'static str> {
+    if !def.role.is_operator_call() {
+        return None;
+    }
+    def.operator_name(text(enter), args)
+        .map(|name| catalog::intern(&name))
+}
+
+/// What each argument of an [`OutScan`] pointed at, where it could be read.
+fn scanned_values(scan: &OutScan) -> [Option<u64>; SCAN_ARGS] {
+    std::array::from_fn(|i| (scan.valid & (1 << i) != 0).then_some(scan.values[i]))
+}
+
 fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
     ApiRow {
         correlation_id: enter.correlation_id,
@@ -450,7 +579,7 @@ fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {
         name: def.symbol,
         mspti_domain: def.mspti.map(|(d, _)| d.name()),
         cbid: def.mspti.map(|(_, id)| id),
-        library: def.library.file_name(),
+        library: def.library,
         pid: enter.header.pid,
         tid: enter.header.tid,
         depth: enter.header.depth,
@@ -480,18 +609,15 @@ mod tests {
     use super::*;
     use tracer_common::{MAX_ARGS, RecordKind, TEXT_LEN};
 
+    fn probe(name: &str) -> u16 {
+        ProbeTable::builtin().find(name).unwrap()
+    }
+
     fn enter(probe: &str, id: u64, parent: u64, ts: u64, args: [u64; MAX_ARGS], s: &str) -> Record {
         let mut text = [0u8; TEXT_LEN];
         text[..s.len()].copy_from_slice(s.as_bytes());
         Record::Enter(ApiEnter {
-            header: RecordHeader::new(
-                RecordKind::ApiEnter,
-                catalog::find(probe).unwrap(),
-                0,
-                10,
-                11,
-                ts,
-            ),
+            header: RecordHeader::new(RecordKind::ApiEnter, self::probe(probe), 0, 10, 11, ts),
             correlation_id: id,
             parent_correlation_id: parent,
             args,
@@ -503,14 +629,7 @@ mod tests {
 
     fn exit(probe: &str, id: u64, ts: u64, ret: u64, out: Option<u64>) -> Record {
         Record::Exit(ApiExit {
-            header: RecordHeader::new(
-                RecordKind::ApiExit,
-                catalog::find(probe).unwrap(),
-                0,
-                10,
-                11,
-                ts,
-            ),
+            header: RecordHeader::new(RecordKind::ApiExit, self::probe(probe), 0, 10, 11, ts),
             correlation_id: id,
             ret,
             out_value: out.unwrap_or(0),

@@ -3,7 +3,8 @@
 use std::mem::size_of;
 
 use tracer_common::{
-    ApiEnter, ApiExit, BinaryPiece, ChannelData, RecordHeader, RecordKind, TaskComplete, TaskSubmit,
+    ApiEnter, ApiExit, BinaryPiece, ChannelData, OutScan, RecordHeader, RecordKind, TaskComplete,
+    TaskSubmit,
 };
 
 /// One record from the kernel.
@@ -11,6 +12,7 @@ use tracer_common::{
 pub enum Record {
     Enter(ApiEnter),
     Exit(ApiExit),
+    OutScan(OutScan),
     ThreadExit(RecordHeader),
     TaskComplete(TaskComplete),
     TaskSubmit(TaskSubmit),
@@ -21,6 +23,7 @@ impl Record {
         match self {
             Self::Enter(e) => &e.header,
             Self::Exit(e) => &e.header,
+            Self::OutScan(o) => &o.header,
             Self::ThreadExit(h) => h,
             Self::TaskComplete(t) => &t.header,
             Self::TaskSubmit(t) => &t.header,
@@ -51,6 +54,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     let record = match RecordKind::from_u8(kind).ok_or(DecodeError::UnknownKind(kind))? {
         RecordKind::ApiEnter => read::<ApiEnter>(bytes).map(Record::Enter),
         RecordKind::ApiExit => read::<ApiExit>(bytes).map(Record::Exit),
+        RecordKind::OutScan => read::<OutScan>(bytes).map(Record::OutScan),
         RecordKind::ThreadExit => read::<RecordHeader>(bytes).map(Record::ThreadExit),
         RecordKind::TaskComplete => read::<TaskComplete>(bytes).map(Record::TaskComplete),
         RecordKind::TaskSubmit => read::<TaskSubmit>(bytes).map(Record::TaskSubmit),
@@ -79,6 +83,8 @@ unsafe impl WireRecord for RecordHeader {}
 unsafe impl WireRecord for ApiEnter {}
 // SAFETY: as above.
 unsafe impl WireRecord for ApiExit {}
+// SAFETY: as above.
+unsafe impl WireRecord for OutScan {}
 // SAFETY: as above.
 unsafe impl WireRecord for TaskComplete {}
 // SAFETY: as above.

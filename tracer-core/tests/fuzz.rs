@@ -4,7 +4,7 @@
 //! its seed); the bytes are random but steered into the shapes that reach deep paths: known
 //! record kinds and probe ids, a few pids, tids and correlation ids so that entries, exits,
 //! task submissions and completions meet.
-use tracer_catalog::{CATALOG, CHIPS};
+use tracer_catalog::{CHIPS, ProbeTable};
 use tracer_common::RecordKind;
 use tracer_core::{
     correlate::{Correlator, FinalState},
@@ -53,7 +53,7 @@ fn ring_bytes(rng: &mut Rng, kinds: &[u8]) -> Vec<u8> {
 }
 
 /// Steers a decoded record's ids into a small space, so records of one call meet.
-fn steer(rng: &mut Rng, record: &mut Record, clock: &mut u64) {
+fn steer(rng: &mut Rng, record: &mut Record, clock: &mut u64, probes: usize) {
     *clock += rng.below(10_000);
     let pid = 100 + rng.below(3) as u32;
     let tid = pid + rng.below(3) as u32;
@@ -68,6 +68,10 @@ fn steer(rng: &mut Rng, record: &mut Record, clock: &mut u64) {
             &mut e.header
         }
         Record::ThreadExit(h) => h,
+        Record::OutScan(o) => {
+            o.correlation_id = rng.below(64);
+            &mut o.header
+        }
         Record::TaskComplete(t) => {
             t.task_id = rng.below(32) as u32;
             t.stream_id = rng.below(4) as u16;
@@ -83,7 +87,7 @@ fn steer(rng: &mut Rng, record: &mut Record, clock: &mut u64) {
     };
     header.pid = pid;
     header.tid = tid;
-    header.probe = rng.below(CATALOG.len() as u64 + 2) as u16;
+    header.probe = rng.below(probes as u64 + 2) as u16;
     header.depth = rng.below(6) as u8;
     if rng.below(50) != 0 {
         header.ts_ns = *clock;
@@ -94,9 +98,10 @@ fn steer(rng: &mut Rng, record: &mut Record, clock: &mut u64) {
 /// every chip, then its end; checks every row it made.
 fn run(seed: u64, records: usize) {
     let kinds = kinds();
+    let probes = ProbeTable::builtin();
     for chip in CHIPS {
         let mut rng = Rng(seed | 1);
-        let mut correlator = Correlator::new(Box::new(()), chip);
+        let mut correlator = Correlator::new(Box::new(()), chip, probes.clone());
         let mut channels = [
             SocLogReader::new(chip.soc_log),
             SocLogReader::new(chip.soc_log),
@@ -105,7 +110,7 @@ fn run(seed: u64, records: usize) {
         let mut rows = 0;
         for i in 0..records {
             if let Ok(Decoded::Record(mut record)) = decode(&ring_bytes(&mut rng, &kinds)) {
-                steer(&mut rng, &mut record, &mut clock);
+                steer(&mut rng, &mut record, &mut clock, probes.len());
                 correlator.push(&record, &mut ());
             }
             if rng.below(50) == 0 {

@@ -4,20 +4,20 @@ use aya_ebpf::{
     EbpfContext,
     helpers::{
         bpf_get_attach_cookie, bpf_ktime_get_ns, bpf_probe_read_user,
-        generated::bpf_probe_read_user_str,
+        generated::{self, bpf_probe_read_user_str},
     },
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
 use tracer_common::{
     ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FRAME_COPY_CHANNEL, Frame, MAX_ARGS, MAX_DEPTH,
-    ProbeRole, ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SPEC_QUIET, TEXT_FUNC_HANDLE,
-    TEXT_LEN, TEXT_RAW, ThreadState,
+    OutScan, ProbeRole, ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SCAN_ARGS,
+    SPEC_OUT_SCAN, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_LEN, TEXT_RAW, ThreadState,
 };
 
 use crate::maps::{
-    EVENTS, LAYOUT, PROBE_SPECS, THREADS, count_drop, current_ids, is_traced, next_correlation_id,
-    read, submit_flags,
+    EVENTS, LAYOUT, PROBE_SPECS, SCAN_SCRATCH, SCANNED_ARGS, THREADS, count_drop, current_ids,
+    is_traced, next_correlation_id, read, submit_flags,
 };
 use crate::{pieces, tasks};
 
@@ -137,6 +137,9 @@ fn on_enter(ctx: &ProbeContext) {
         (*rec)._pad = 0;
     }
     entry.submit(submit_flags());
+    if spec.flags & SPEC_OUT_SCAN != 0 {
+        keep_scan_args(ctx, correlation_id, &args);
+    }
     if spec.role == ProbeRole::CaptureBinary as u8 {
         pieces::capture_binary(args[0], correlation_id, tgid, tid, ts_ns);
     }
@@ -178,6 +181,51 @@ fn stack_args(ctx: &ProbeContext) -> [u64; 2] {
 #[inline(always)]
 fn stack_args(ctx: &ProbeContext) -> [u64; 2] {
     [ctx.arg(6).unwrap_or(0), ctx.arg(7).unwrap_or(0)]
+}
+
+/// Keeps the first [`SCAN_ARGS`] integer argument slots of call `correlation_id` for its
+/// return: `args`, then the stack slots where further arguments are passed (past a
+/// function's last argument they hold its caller's data, which the scan reads harmlessly).
+/// Built in a per-CPU scratch slot: the BPF stack has no room for it. A function of its own
+/// (a BPF subprogram): inlined, it leaves the enter program too little room.
+#[inline(never)]
+fn keep_scan_args(ctx: &ProbeContext, correlation_id: u64, args: &[u64; MAX_ARGS]) {
+    let Some(all) = SCAN_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: a per-CPU map value, ours for this program run.
+    let all = unsafe { &mut *all };
+    all[..MAX_ARGS].copy_from_slice(args);
+    const TAIL_BYTES: u32 = ((SCAN_ARGS - MAX_ARGS) * 8) as u32;
+    // SAFETY: the destination is the map value's last SCAN_ARGS - MAX_ARGS words; the
+    // helper faults safely on bad user pointers (and zeroes the destination then).
+    unsafe {
+        generated::bpf_probe_read_user(
+            all.as_mut_ptr().add(MAX_ARGS).cast(),
+            TAIL_BYTES,
+            stack_after_args(ctx) as *const core::ffi::c_void,
+        );
+    }
+    if SCANNED_ARGS.insert(correlation_id, all, 0).is_err() {
+        count_drop(DropKind::OutRead);
+    }
+}
+
+/// Where integer argument [`MAX_ARGS`] + 1 is passed: on x86-64 above the return address
+/// and arguments 7 and 8 (`rsp + 24`).
+#[cfg(bpf_target_arch = "x86_64")]
+#[inline(always)]
+fn stack_after_args(ctx: &ProbeContext) -> u64 {
+    // SAFETY: the context pointer comes from the kernel for this program invocation.
+    unsafe { (*ctx.regs).rsp + 24 }
+}
+
+/// On the other 64-bit ABIs eight arguments travel in registers: the ninth is at `sp`.
+#[cfg(not(bpf_target_arch = "x86_64"))]
+#[inline(always)]
+fn stack_after_args(ctx: &ProbeContext) -> u64 {
+    // SAFETY: the context pointer comes from the kernel for this program invocation.
+    unsafe { (*ctx.regs).sp }
 }
 
 /// Argument `index`, or 0 when the catalog names none ([`NO_ARG`]).
@@ -281,6 +329,17 @@ fn on_exit(ctx: &RetProbeContext) {
         return;
     }
     let (out_value, flags) = read_out(frame.out_ptr, spec.out_size);
+    if spec.flags & SPEC_OUT_SCAN != 0 {
+        let header = RecordHeader::new(
+            RecordKind::OutScan,
+            probe,
+            state.depth as u8,
+            tgid,
+            tid,
+            ts_ns,
+        );
+        scan_out(&header, frame.correlation_id);
+    }
 
     let Some(mut entry) = EVENTS.reserve::<ApiExit>(0) else {
         count_drop(DropKind::ApiExit);
@@ -321,6 +380,45 @@ fn pop_frame(state: &mut ThreadState, probe: u16) -> Option<Frame> {
         }
     }
     None
+}
+
+/// Sends what the arguments the call entered with point at now that it returns
+/// ([`SPEC_OUT_SCAN`]). Arguments that are not readable pointers (sizes, NULL) give nothing,
+/// which is expected, so those reads are not counted as failures. Written in place: the
+/// record does not fit the BPF stack. A BPF subprogram, like [`keep_scan_args`].
+#[inline(never)]
+fn scan_out(header: &RecordHeader, correlation_id: u64) {
+    let Some(args) = SCANNED_ARGS.get_ptr(correlation_id) else {
+        return;
+    };
+    let Some(mut entry) = EVENTS.reserve::<OutScan>(0) else {
+        count_drop(DropKind::ApiExit);
+        let _ = SCANNED_ARGS.remove(correlation_id);
+        return;
+    };
+    let rec = entry.as_mut_ptr();
+    // SAFETY: `rec` points at reserved ring-buffer memory of the right size; `args` at the
+    // map value of this call, which only this thread's return removes.
+    unsafe {
+        (*rec).header = *header;
+        (*rec).correlation_id = correlation_id;
+        (*rec).valid = 0;
+        (*rec)._pad = 0;
+        // Constant indices: the verifier follows an unrolled loop.
+        for i in 0..SCAN_ARGS {
+            let ptr = (*args)[i];
+            (*rec).values[i] = 0;
+            if ptr == 0 {
+                continue;
+            }
+            if let Ok(v) = bpf_probe_read_user(ptr as *const u64) {
+                (*rec).values[i] = v;
+                (*rec).valid |= 1 << i;
+            }
+        }
+    }
+    entry.submit(submit_flags());
+    let _ = SCANNED_ARGS.remove(correlation_id);
 }
 
 /// Reads `size` bytes (1..=8) of the out-parameter the call wrote.

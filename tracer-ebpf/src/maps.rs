@@ -3,11 +3,11 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_probe_read_user},
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_TARGETS, MAX_TASKS, MAX_THREADS, PendingTask,
-    ProbeSpec, TaskKey, ThreadState,
+    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_SCANNED_CALLS, MAX_TARGETS, MAX_TASKS,
+    MAX_THREADS, PendingTask, ProbeSpec, SCAN_ARGS, TaskKey, ThreadState,
 };
 
 /// Records to the agent. The agent may resize it before load.
@@ -21,6 +21,17 @@ pub(crate) static THREADS: HashMap<u32, ThreadState> = HashMap::with_max_entries
 /// What to capture for each catalog entry, indexed by probe id (the attach cookie).
 #[map]
 pub(crate) static PROBE_SPECS: Array<ProbeSpec> = Array::with_max_entries(MAX_PROBES, 0);
+
+/// The integer arguments of calls in flight whose returns read through them
+/// (`SPEC_OUT_SCAN`), by correlation id. LRU: a call whose return is never seen (a thread
+/// killed inside it) does not hold its slot.
+#[map]
+pub(crate) static SCANNED_ARGS: LruHashMap<u64, [u64; SCAN_ARGS]> =
+    LruHashMap::with_max_entries(MAX_SCANNED_CALLS, 0);
+
+/// Per-CPU room to build a [`SCANNED_ARGS`] value in.
+#[map]
+pub(crate) static SCAN_SCRATCH: PerCpuArray<[u64; SCAN_ARGS]> = PerCpuArray::with_max_entries(1, 0);
 
 /// Processes to trace when `Config::filter_targets` is set, keyed by tgid.
 #[map]

@@ -2,7 +2,7 @@
 //! Column meanings are documented in `docs/schema.md`.
 use crate::vocab::{
     CopyKind, EventKind, HcclDataType, KernelType, MarkerKind, MemcpyKind, MemoryKind,
-    MemoryOperation, ReduceOp, Severity, SyncKind,
+    MemoryOperation, OpKind, ReduceOp, Severity, SyncKind,
 };
 
 /// One traced API call: table `api`.
@@ -69,7 +69,13 @@ pub struct ApiArgs {
     pub message: Option<String>,
     /// mstx range id (returned by RangeStart, passed to RangeEnd).
     pub range_id: Option<u64>,
+    /// The first [`RAW_ARGS`] integer arguments as they were, for functions known only by
+    /// name (columns `arg0` .. `arg5`).
+    pub raw: Option<[u64; RAW_ARGS]>,
 }
+
+/// Integer arguments kept raw for a function known only by name.
+pub const RAW_ARGS: usize = 6;
 
 /// One mstx mark or range: table `marker`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -119,6 +125,55 @@ pub struct DeviceTask {
     pub submit_ns: u64,
     /// Error code the device reported in the completion (0 = success); None if none arrived.
     pub status: Option<u32>,
+    /// The operator call the task was launched in (joins `op.correlation_id`), and its
+    /// operator.
+    pub op_correlation_id: Option<u64>,
+    pub op_name: Option<&'static str>,
+}
+
+/// One operator call: table `op`. The call that ran it (second phase, `aclop` call or model
+/// execution) and, for a two-phase operator, the first phase that prepared its executor (none
+/// on an executor-cache hit).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpRow {
+    /// The running call (joins `api.correlation_id` and the device rows' `op_correlation_id`).
+    pub correlation_id: u64,
+    pub name: &'static str,
+    pub kind: OpKind,
+    /// The running function (`aclnnAdd`) and its library.
+    pub api_name: &'static str,
+    pub library: &'static str,
+    pub pid: u32,
+    pub tid: u32,
+    pub start_ns: u64,
+    pub end_ns: Option<u64>,
+    /// The first phase (`aclnnAddGetWorkspaceSize`), when one prepared the executor.
+    pub prepare: Option<OpPhase>,
+    pub workspace_bytes: Option<u64>,
+    pub executor: Option<u64>,
+    pub stream: Option<u64>,
+    pub return_value: Option<i64>,
+}
+
+/// A first phase of an operator call.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OpPhase {
+    pub correlation_id: u64,
+    pub api_name: &'static str,
+    pub tid: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl OpRow {
+    /// Host time of both phases.
+    pub fn host_ns(&self) -> Option<u64> {
+        let run = self.end_ns?.checked_sub(self.start_ns)?;
+        let prepare = self
+            .prepare
+            .map_or(0, |p| p.end_ns.saturating_sub(p.start_ns));
+        Some(run + prepare)
+    }
 }
 
 /// One kernel execution: table `kernel`.

@@ -35,6 +35,10 @@ pub struct AttachedFile {
     /// written before this field existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attach: Option<AttachKind>,
+    /// When the probes were in place (CLOCK_MONOTONIC ns): calls of the file's functions
+    /// before then were not seen (a library a process loaded after tracing began).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached_ns: Option<u64>,
 }
 
 /// How the uprobes of a library file are attached.

@@ -18,7 +18,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::rows::{
     ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
-    SyncRow,
+    OpRow, SyncRow,
 };
 
 /// Rows of one table, buffered in one Arrow builder per column.
@@ -187,6 +187,8 @@ macro_rules! table {
                 device_end_cnt: UInt64Builder optional Delta = $task.device_end_cnt;
                 submit_ns: UInt64Builder required Delta = $task.submit_ns;
                 status: UInt32Builder optional Plain = $task.status;
+                op_correlation_id: UInt64Builder optional Delta = $task.op_correlation_id;
+                op_name: StringBuilder(SHORT_STR) optional Dictionary = $task.op_name;
                 $($columns)*
             }
         }
@@ -269,6 +271,12 @@ table! {
         rank: UInt32Builder optional Dictionary = r.args.rank;
         message: StringBuilder optional Dictionary = r.args.message.as_deref();
         range_id: UInt64Builder optional Delta = r.args.range_id;
+        arg0: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[0]);
+        arg1: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[1]);
+        arg2: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[2]);
+        arg3: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[3]);
+        arg4: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[4]);
+        arg5: UInt64Builder optional Dictionary = r.args.raw.map(|a| a[5]);
     }
 }
 
@@ -286,6 +294,31 @@ table! {
         correlation_id: UInt64Builder required Delta = r.correlation_id;
         stream: UInt64Builder optional Dictionary = r.stream;
         end_tid: UInt32Builder optional Plain = r.end_tid;
+    }
+}
+
+table! {
+    /// Table `op`: one row per operator call (both phases of a two-phase operator).
+    OpTable "op" for r: OpRow {
+        correlation_id: UInt64Builder required Delta = r.correlation_id;
+        name: StringBuilder(SHORT_STR) required Dictionary = r.name;
+        kind: StringBuilder(8) required Dictionary = r.kind.as_str();
+        api_name: StringBuilder(2 * SHORT_STR) required Dictionary = r.api_name;
+        library: StringBuilder(SHORT_STR) required Dictionary = r.library;
+        pid: UInt32Builder required Plain = r.pid;
+        tid: UInt32Builder required Plain = r.tid;
+        start_ns: UInt64Builder required Delta = r.start_ns;
+        end_ns: UInt64Builder optional Delta = r.end_ns;
+        prepare_correlation_id: UInt64Builder optional Delta = r.prepare.map(|p| p.correlation_id);
+        prepare_api_name: StringBuilder(2 * SHORT_STR) optional Dictionary = r.prepare.map(|p| p.api_name);
+        prepare_tid: UInt32Builder optional Plain = r.prepare.map(|p| p.tid);
+        prepare_start_ns: UInt64Builder optional Delta = r.prepare.map(|p| p.start_ns);
+        prepare_end_ns: UInt64Builder optional Delta = r.prepare.map(|p| p.end_ns);
+        host_ns: UInt64Builder optional Plain = r.host_ns();
+        workspace_bytes: UInt64Builder optional Dictionary = r.workspace_bytes;
+        executor: UInt64Builder optional Plain = r.executor;
+        stream: UInt64Builder optional Dictionary = r.stream;
+        return_value: Int64Builder optional Plain = r.return_value;
     }
 }
 
@@ -386,9 +419,10 @@ table! {
 }
 
 /// Every table the agent writes, in the order the report lists their row counts.
-pub const TABLES: [&str; 9] = [
+pub const TABLES: [&str; 10] = [
     ApiTable::NAME,
     MarkerTable::NAME,
+    OpTable::NAME,
     KernelTable::NAME,
     MemcpyTable::NAME,
     MemsetTable::NAME,
@@ -439,6 +473,7 @@ mod tests {
                 rank: Some(1),
                 message: Some("m".into()),
                 range_id: Some(12),
+                raw: Some([1, 2, 3, 4, 5, 6]),
             },
         }
     }
@@ -446,7 +481,7 @@ mod tests {
     #[test]
     fn api_schema_flattens_args_and_maps_types() {
         let s = schema(&columns::<ApiTable>());
-        assert_eq!(s.fields().len(), 30);
+        assert_eq!(s.fields().len(), 36);
         let ty = |n: &str| s.field_with_name(n).unwrap().data_type().clone();
         assert_eq!(ty("correlation_id"), DataType::UInt64);
         assert_eq!(ty("depth"), DataType::UInt8);
@@ -536,7 +571,21 @@ mod tests {
     fn new_tables_map_types() {
         let ty = |s: &SchemaRef, n: &str| s.field_with_name(n).unwrap().data_type().clone();
         let s = schema(&columns::<KernelTable>());
-        assert_eq!(s.fields().len(), 16);
+        assert_eq!(s.fields().len(), 18);
+        assert_eq!(ty(&s, "op_name"), DataType::Utf8);
+        assert!(
+            s.field_with_name("op_correlation_id")
+                .unwrap()
+                .is_nullable()
+        );
+        let o = schema(&columns::<OpTable>());
+        assert_eq!(ty(&o, "host_ns"), DataType::UInt64);
+        assert!(!o.field_with_name("name").unwrap().is_nullable());
+        assert!(
+            o.field_with_name("prepare_correlation_id")
+                .unwrap()
+                .is_nullable()
+        );
         assert_eq!(ty(&s, "name"), DataType::Utf8);
         assert!(s.field_with_name("name").unwrap().is_nullable());
         assert!(!s.field_with_name("kernel_type").unwrap().is_nullable());
@@ -544,7 +593,7 @@ mod tests {
         assert_eq!(ty(&s, "bandwidth_gbps"), DataType::Float64);
         assert_eq!(ty(&s, "is_async"), DataType::Boolean);
         let s = schema(&columns::<HcclTable>());
-        assert_eq!(s.fields().len(), 24);
+        assert_eq!(s.fields().len(), 26);
         assert_eq!(ty(&s, "comm"), DataType::UInt64);
         assert!(!s.field_with_name("seq").unwrap().is_nullable());
         let s = schema(&columns::<MemoryTable>());

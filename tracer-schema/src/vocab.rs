@@ -44,6 +44,18 @@ macro_rules! vocabulary {
 }
 
 vocabulary! {
+    /// `op.kind`: how an operator call ran.
+    OpKind {
+        /// A two-phase aclnn operator: `aclnnXxxGetWorkspaceSize`, then `aclnnXxx`.
+        Aclnn = "aclnn",
+        /// An operator compiled and run in one call (`aclopCompileAndExecuteV2`).
+        Aclop = "aclop",
+        /// A graph (model) execution (`aclmdlExecute*`).
+        Model = "model",
+    }
+}
+
+vocabulary! {
     /// `critical_event.kind`: what the user must know to trust the trace.
     EventKind {
         /// Records the BPF programs could not deliver (the message names the drop kind).

@@ -294,7 +294,9 @@ const DEV_BUF: u64 = 0x1_0000_0000;
 const HOST_BUF: u64 = 0x7f10_0000_0000;
 
 fn probe(name: &str) -> u16 {
-    catalog::find(name).unwrap_or_else(|| panic!("{name} is not in the catalog"))
+    catalog::ProbeTable::builtin()
+        .find(name)
+        .unwrap_or_else(|| panic!("{name} is not in the catalog"))
 }
 
 fn args(values: &[u64]) -> [u64; MAX_ARGS] {

@@ -461,8 +461,8 @@ fn kernels(t: &Table, rows: &Rows) -> Result<Vec<KernelStat>> {
 /// Whether `name` returns a status code; mstx range starts and domain creation return ids
 /// and handles, which are not errors when non-zero. Unknown functions are assumed to.
 fn returns_status(name: &str) -> bool {
-    catalog::find(name)
-        .and_then(catalog::by_probe)
+    catalog::Catalog::builtin()
+        .find(name)
         .is_none_or(|def| def.ret == Ret::Status)
 }
 

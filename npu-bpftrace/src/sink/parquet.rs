@@ -37,11 +37,11 @@ use tracer_schema::{
     dataset::SCHEMA_VERSION_KEY,
     rows::{
         ApiRow, CriticalEventRow, HcclRow, KernelRow, MarkerRow, MemcpyRow, MemoryRow, MemsetRow,
-        SyncRow,
+        OpRow, SyncRow,
     },
     tables::{
         self, ApiTable, Column, ColumnEncoding, CriticalEventTable, HcclTable, KernelTable,
-        MarkerTable, MemcpyTable, MemoryTable, MemsetTable, SyncTable, Table,
+        MarkerTable, MemcpyTable, MemoryTable, MemsetTable, OpTable, SyncTable, Table,
     },
 };
 
@@ -97,6 +97,7 @@ pub struct ParquetSink {
     max_unwritten_bytes: u64,
     api: TableWriter<ApiTable>,
     marker: TableWriter<MarkerTable>,
+    op: TableWriter<OpTable>,
     kernel: TableWriter<KernelTable>,
     memcpy: TableWriter<MemcpyTable>,
     memset: TableWriter<MemsetTable>,
@@ -127,6 +128,7 @@ impl ParquetSink {
         Ok(Self {
             api: TableWriter::create(&root, &opts)?,
             marker: TableWriter::create(&root, &opts)?,
+            op: TableWriter::create(&root, &opts)?,
             kernel: TableWriter::create(&root, &opts)?,
             memcpy: TableWriter::create(&root, &opts)?,
             memset: TableWriter::create(&root, &opts)?,
@@ -150,10 +152,12 @@ impl ParquetSink {
         let Output {
             api,
             markers,
+            ops,
             activity: a,
         } = output;
         self.write_api(&api)?;
         self.write_markers(&markers)?;
+        self.write_ops(&ops)?;
         self.write_kernels(&a.kernels)?;
         self.write_memcpys(&a.memcpys)?;
         self.write_memsets(&a.memsets)?;
@@ -169,6 +173,10 @@ impl ParquetSink {
 
     pub fn write_markers(&mut self, rows: &[MarkerRow]) -> Result<()> {
         self.marker.write(rows)
+    }
+
+    pub fn write_ops(&mut self, rows: &[OpRow]) -> Result<()> {
+        self.op.write(rows)
     }
 
     pub fn write_kernels(&mut self, rows: &[KernelRow]) -> Result<()> {
@@ -345,10 +353,11 @@ impl ParquetSink {
     }
 
     /// Every table, for the operations that treat them alike.
-    fn tables(&mut self) -> [&mut dyn Dataset; 9] {
+    fn tables(&mut self) -> [&mut dyn Dataset; 10] {
         [
             &mut self.api,
             &mut self.marker,
+            &mut self.op,
             &mut self.kernel,
             &mut self.memcpy,
             &mut self.memset,
@@ -947,6 +956,8 @@ mod tests {
             device_end_cnt: Some(50 * id + 25),
             submit_ns: 1000 * id,
             status: Some(0),
+            op_correlation_id: Some(id),
+            op_name: Some("Add"),
         }
     }
 
@@ -958,6 +969,8 @@ mod tests {
             device_start_cnt: None,
             device_end_cnt: None,
             status: None,
+            op_correlation_id: None,
+            op_name: None,
             ..task(id)
         }
     }
@@ -1076,7 +1089,14 @@ mod tests {
         assert_eq!(names[..3], ["correlation_id", "pid", "tid"]);
         assert_eq!(
             names[12..],
-            ["name", "kernel_type", "block_dim", "api_name"]
+            [
+                "op_correlation_id",
+                "op_name",
+                "name",
+                "kernel_type",
+                "block_dim",
+                "api_name"
+            ]
         );
         let cnt = kernel
             .column_by_name("device_end_cnt")
@@ -1209,6 +1229,7 @@ mod tests {
             "memcpy",
             "memory",
             "memset",
+            "op",
             "sync",
         ];
         assert_eq!(stats.rows.keys().copied().collect::<Vec<_>>(), tables);

@@ -1,0 +1,143 @@
+//! Operator calls (table `op`): a two-phase aclnn operator's first phase
+//! (`aclnnXxxGetWorkspaceSize`, on the caller's thread) returns an executor that its second
+//! phase (`aclnnXxx`, often on torch_npu's task-queue thread) runs. The first phase's
+//! out-parameters sit at positions only the operator's header knows, so the probes read
+//! through every argument at its return (`OutScan`), and the second phase that runs one of
+//! those values as its executor, right after its workspace size, is that phase's. A second phase whose executor no first
+//! phase returned took it from the executor cache (`PTAGetExecCache`): it has no first phase.
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use tracer_schema::rows::OpPhase;
+
+/// First phases remembered while their executors wait to run (torch_npu's queue holds
+/// thousands); the oldest go first beyond this.
+const MAX_PENDING: usize = 65_536;
+
+/// First phases waiting for their second, by the values their arguments pointed at.
+#[derive(Debug, Default)]
+pub(crate) struct Operators {
+    /// (pid, value) -> the first phases (by correlation id, oldest first) whose argument
+    /// pointed at that value, with what the argument before it pointed at: an executor
+    /// comes right after its workspace size.
+    by_value: HashMap<(u32, u64), Vec<(u64, u64)>>,
+    /// First phases by correlation id, with their process and claimed values.
+    phases: HashMap<u64, (OpPhase, u32, Vec<u64>)>,
+    /// Correlation ids in arrival order, for the bound.
+    order: VecDeque<u64>,
+    /// Executors that run more than once (`aclSetAclOpExecutorRepeatable`), by (pid, executor).
+    repeatable: HashSet<(u32, u64)>,
+}
+
+impl Operators {
+    /// A first phase of process `pid` returned successfully; `values[i]` is what its
+    /// integer argument `i` pointed at, if anything (its workspace size and executor among
+    /// them, one after the other).
+    pub(crate) fn prepared(&mut self, pid: u32, phase: OpPhase, values: &[Option<u64>]) {
+        if self.order.len() >= MAX_PENDING
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.forget(oldest);
+        }
+        let id = phase.correlation_id;
+        let mut claimed = Vec::new();
+        for pair in values.windows(2) {
+            if let [Some(size), Some(value)] = *pair
+                && value != 0
+            {
+                self.by_value
+                    .entry((pid, value))
+                    .or_default()
+                    .push((id, size));
+                claimed.push(value);
+            }
+        }
+        self.order.push_back(id);
+        self.phases.insert(id, (phase, pid, claimed));
+    }
+
+    /// A second phase of process `pid` runs `executor` with a workspace of `workspace_size`
+    /// bytes: the first phase that prepared it, if one did (the oldest waiting one that
+    /// returned that executor after that size). A repeatable executor keeps it for its next
+    /// run.
+    pub(crate) fn ran(&mut self, pid: u32, executor: u64, workspace_size: u64) -> Option<OpPhase> {
+        let claims = self.by_value.get(&(pid, executor))?;
+        let &(id, _) = claims.iter().find(|&&(_, size)| size == workspace_size)?;
+        let phase = self.phases.get(&id)?.0;
+        if !self.repeatable.contains(&(pid, executor)) {
+            self.forget(id);
+        }
+        Some(phase)
+    }
+
+    /// `executor` of `pid` may run more than once.
+    pub(crate) fn set_repeatable(&mut self, pid: u32, executor: u64) {
+        self.repeatable.insert((pid, executor));
+    }
+
+    /// `executor` of `pid` is gone: the first phase that made it no longer names anything.
+    pub(crate) fn destroyed(&mut self, pid: u32, executor: u64) {
+        self.repeatable.remove(&(pid, executor));
+        if let Some(&(id, _)) = self.by_value.get(&(pid, executor)).and_then(|c| c.first()) {
+            self.forget(id);
+        }
+    }
+
+    fn forget(&mut self, id: u64) {
+        let Some((_, pid, values)) = self.phases.remove(&id) else {
+            return;
+        };
+        for value in values {
+            if let Some(claims) = self.by_value.get_mut(&(pid, value)) {
+                claims.retain(|&(claim, _)| claim != id);
+                if claims.is_empty() {
+                    self.by_value.remove(&(pid, value));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(id: u64) -> OpPhase {
+        OpPhase {
+            correlation_id: id,
+            api_name: "aclnnAddGetWorkspaceSize",
+            tid: 1,
+            start_ns: id * 10,
+            end_ns: id * 10 + 5,
+        }
+    }
+
+    #[test]
+    fn second_phases_find_their_first_by_executor() {
+        let mut ops = Operators::default();
+        // (tensor, workspace size, executor)
+        ops.prepared(7, phase(1), &[Some(5), Some(64), Some(0x1000)]);
+        ops.prepared(7, phase(2), &[None, Some(0), Some(0x2000)]);
+        // A later first phase whose argument happens to point at a waiting executor.
+        ops.prepared(7, phase(3), &[Some(0x2000), Some(0), Some(0x3000)]);
+        assert_eq!(ops.ran(7, 0x2000, 0).map(|p| p.correlation_id), Some(2));
+        assert_eq!(ops.ran(7, 0x2000, 0), None, "an executor runs once");
+        assert_eq!(ops.ran(8, 0x1000, 64), None, "another process");
+        assert_eq!(ops.ran(7, 0x1000, 32), None, "not after its workspace size");
+        assert_eq!(ops.ran(7, 0x1000, 64).map(|p| p.correlation_id), Some(1));
+        assert_eq!(ops.ran(7, 0x3000, 0).map(|p| p.correlation_id), Some(3));
+        assert_eq!(ops.ran(7, 0x4000, 0), None, "a cache hit: no first phase");
+        assert!(ops.phases.is_empty() && ops.by_value.is_empty());
+    }
+
+    #[test]
+    fn repeatable_executors_keep_their_first_phase_until_destroyed() {
+        let mut ops = Operators::default();
+        ops.prepared(7, phase(1), &[Some(0), Some(0x1000)]);
+        ops.set_repeatable(7, 0x1000);
+        assert!(ops.ran(7, 0x1000, 0).is_some());
+        assert!(ops.ran(7, 0x1000, 0).is_some());
+        ops.destroyed(7, 0x1000);
+        assert_eq!(ops.ran(7, 0x1000, 0), None);
+        assert!(ops.phases.is_empty() && ops.by_value.is_empty());
+    }
+}
