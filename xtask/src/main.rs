@@ -34,7 +34,7 @@ enum Task {
     /// architecture: `--target aarch64` cross-builds for Kunpeng hosts on x86-64 with Debian's
     /// rustc-web and gcc-aarch64-linux-gnu (installed when missing, needs root and apt).
     ///
-    /// Output: target/<triple>/release/npu-bpftrace and target/<triple>/npu-sim/.
+    /// Output: `target/<triple>/release/npu-bpftrace` and `target/<triple>/npu-sim/`.
     Build {
         #[arg(long, value_enum, default_value = "host")]
         target: Arch,
