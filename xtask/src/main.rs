@@ -101,6 +101,15 @@ fn default_sim_dir() -> PathBuf {
     Arch::Host.sim_dir()
 }
 
+/// Runs `cmd`, failing with its command line when it fails.
+pub(crate) fn run_checked(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
 /// The cargo that runs xtask (rustup's), never whichever `cargo` is first on PATH.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));

@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Result, bail};
 use clap::ValueEnum;
 
-use crate::{cargo, setup, workspace_root};
+use crate::{cargo, run_checked, setup, workspace_root};
 
 /// Architectures `cargo xtask build --target` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -109,17 +109,6 @@ pub(crate) fn target_root() -> PathBuf {
             if t.is_absolute() { t } else { root.join(t) }
         },
     )
-}
-
-/// Runs `cmd`, failing with its command line when it fails.
-pub(crate) fn run_checked(cmd: &mut Command) -> Result<()> {
-    let status = cmd
-        .status()
-        .map_err(|e| anyhow::anyhow!("running {cmd:?}: {e}"))?;
-    if !status.success() {
-        bail!("{cmd:?} failed: {status}");
-    }
-    Ok(())
 }
 
 /// `cargo xtask build --target ARCH`: the release `npu-bpftrace` (its BPF object embedded)

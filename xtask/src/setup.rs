@@ -7,7 +7,7 @@ use std::{path::Path, process::Command};
 use anyhow::{Context, Result, bail};
 use bpf_toolchain::{DEBIAN_LLVM_PREFIX, DEBIAN_PACKAGES, Toolchain};
 
-use crate::{cargo, platform::run_checked};
+use crate::{cargo, run_checked};
 
 /// Pinned so every machine builds the same linker against the same LLVM.
 const BPF_LINKER_VERSION: &str = "0.13.0";

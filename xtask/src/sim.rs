@@ -18,7 +18,7 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use crate::platform::{Arch, run_checked};
+use crate::{platform::Arch, run_checked};
 
 /// Cargo packages of the simulator that produce installed artifacts.
 const PACKAGES: [&str; 13] = [

@@ -27,8 +27,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::{
-    platform::{self, Arch, run_checked, target_root},
-    setup,
+    platform::{self, Arch, target_root},
+    run_checked, setup,
 };
 
 /// Host tools the VM run needs.
