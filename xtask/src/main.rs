@@ -77,7 +77,7 @@ enum Task {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Task::Bench { quick } => bench::run(quick),
-        Task::Build { target } => platform::build(target).map(drop),
+        Task::Build { target } => build(target).map(drop),
         Task::Demo => demo::run(),
         Task::Lint => lint::run(),
         Task::Setup => setup::run(),
@@ -99,6 +99,28 @@ pub fn workspace_root() -> PathBuf {
 
 fn default_sim_dir() -> PathBuf {
     Arch::Host.sim_dir()
+}
+
+/// `cargo xtask build --target ARCH`: the release `npu-bpftrace` (its BPF object embedded)
+/// and the simulator tree for `arch`.
+pub(crate) fn build(arch: Arch) -> Result<PathBuf> {
+    arch.setup()?;
+    run_checked(
+        arch.cargo("build")
+            .args(["--release", "-p", "npu-bpftrace"]),
+    )?;
+    let sim_dir = arch.sim_dir();
+    sim::install(&sim_dir, arch)?;
+    let bin = arch.artifact_dir("release").join("npu-bpftrace");
+    if arch == Arch::Aarch64 && !platform::is_aarch64_elf(&bin) {
+        bail!("{} is not an aarch64 executable", bin.display());
+    }
+    println!(
+        "built {} and the simulator tree {}",
+        bin.display(),
+        sim_dir.display()
+    );
+    Ok(bin)
 }
 
 /// Runs `cmd`, failing with its command line when it fails.

@@ -10,10 +10,10 @@ use std::{
     process::Command,
 };
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::ValueEnum;
 
-use crate::{cargo, run_checked, setup, workspace_root};
+use crate::{cargo, setup, workspace_root};
 
 /// Architectures `cargo xtask build --target` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -109,28 +109,6 @@ pub(crate) fn target_root() -> PathBuf {
             if t.is_absolute() { t } else { root.join(t) }
         },
     )
-}
-
-/// `cargo xtask build --target ARCH`: the release `npu-bpftrace` (its BPF object embedded)
-/// and the simulator tree for `arch`.
-pub(crate) fn build(arch: Arch) -> Result<PathBuf> {
-    arch.setup()?;
-    run_checked(
-        arch.cargo("build")
-            .args(["--release", "-p", "npu-bpftrace"]),
-    )?;
-    let sim_dir = arch.sim_dir();
-    crate::sim::install(&sim_dir, arch)?;
-    let bin = arch.artifact_dir("release").join("npu-bpftrace");
-    if arch == Arch::Aarch64 && !is_aarch64_elf(&bin) {
-        bail!("{} is not an aarch64 executable", bin.display());
-    }
-    println!(
-        "built {} and the simulator tree {}",
-        bin.display(),
-        sim_dir.display()
-    );
-    Ok(bin)
 }
 
 /// Whether `path` is an ELF file for aarch64 (e_machine 183), for the build's own check.

@@ -27,7 +27,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::{
-    platform::{self, Arch, target_root},
+    platform::{Arch, target_root},
     run_checked, setup,
 };
 
@@ -55,7 +55,7 @@ const TESTS: &[(&str, &str)] = &[
 pub(crate) fn run(timeout: Duration) -> Result<()> {
     let arch = Arch::Aarch64;
     setup::host_packages(HOST_PACKAGES)?;
-    let bin = platform::build(arch)?;
+    let bin = crate::build(arch)?;
     let built = build_tests(arch)?;
     let dir = target_root().join("vm/aarch64");
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
