@@ -40,8 +40,10 @@ const RESULT_MARK: &str = "npu-bpftrace-vm: failed test binaries:";
 /// Busybox applets `/init` and the tests use.
 const APPLETS: &[&str] = &[
     "sh", "mount", "mkdir", "poweroff", "cat", "echo", "uname", "sleep", "env", "ls", "id",
-    "nproc", "free", "date", "dmesg", "grep",
+    "nproc", "free", "date", "dmesg", "grep", "timeout", "tail",
 ];
+/// Seconds one test binary may run in the VM before it is stopped and counted as failed.
+const TEST_TIMEOUT_SECS: u32 = 1200;
 /// (test binary, test-name filter) pairs run in the VM; an empty filter runs them all.
 const TESTS: &[(&str, &str)] = &[
     ("smoke", ""),
@@ -325,7 +327,9 @@ fn init_script(sim: &Path, tests: &[PathBuf]) -> String {
         };
         script.push_str(&format!(
             "echo \"npu-bpftrace-vm: running {exe}{exact}\"\n\
-             {exe} --test-threads=1{exact} || failed=$((failed + 1))\n",
+             if ! timeout {TEST_TIMEOUT_SECS} {exe} --test-threads=1 --nocapture{exact}; then\n\
+             \x20 failed=$((failed + 1)); echo \"npu-bpftrace-vm: failed; kernel log:\"; dmesg | tail -40\n\
+             fi\n",
             exe = exe.display()
         ));
     }
