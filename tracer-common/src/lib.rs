@@ -269,6 +269,21 @@ pub struct OutScan {
     /// argument that is not a readable pointer gives nothing).
     pub values: [u64; SCAN_ARGS],
     pub valid: u32,
+    /// Bit `i`: `values[i]` differs from what argument `i` pointed at when the call entered
+    /// (or that was unreadable then), i.e. the call wrote it. An out-parameter the function
+    /// fills is written; stack slots past its last parameter (its caller's data) rarely are.
+    pub written: u32,
+}
+
+/// A [`SPEC_OUT_SCAN`] call in flight (BPF map `SCANNED_ARGS`): its integer arguments and
+/// what they pointed at when it entered, compared with what they point at on return.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ScannedCall {
+    pub args: [u64; SCAN_ARGS],
+    /// `before[i]`: what `args[i]` pointed at on entry, when bit `i` of `before_valid` is set.
+    pub before: [u64; SCAN_ARGS],
+    pub before_valid: u32,
     pub _pad: u32,
 }
 
@@ -675,6 +690,7 @@ const _: () = {
     assert!(size_of::<ApiEnter>() == 176);
     assert!(size_of::<ApiExit>() == 56);
     assert!(size_of::<OutScan>() == 24 + 8 + 8 * SCAN_ARGS + 8);
+    assert!(size_of::<ScannedCall>() == 16 * SCAN_ARGS + 8);
     assert!(size_of::<ProbeSpec>() == 8);
     assert!(size_of::<TaskKey>() == 16);
     assert!(offset_of!(TaskKey, stream_id) == 12);

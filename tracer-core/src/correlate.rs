@@ -6,7 +6,8 @@
 use std::{collections::HashMap, sync::Arc};
 
 use tracer_common::{
-    ApiEnter, ApiExit, EXIT_OUT_VALID, OutScan, RecordHeader, SCAN_ARGS, TaskInfo, TaskKey,
+    ApiEnter, ApiExit, EXIT_OUT_VALID, MAX_DEPTH, OutScan, RecordHeader, SCAN_ARGS, TaskInfo,
+    TaskKey,
 };
 
 use tracer_catalog::{self as catalog, ChipLayout, ProbeDef, ProbeTable, Role, TaskKind, Text};
@@ -20,7 +21,7 @@ use crate::{
     activity::{Activity, ActivityOutput},
     clock::ClockReading,
     decode::{Record, text},
-    operators::Operators,
+    operators::{Operators, Pointee},
     soclog::SocBatch,
 };
 
@@ -281,15 +282,20 @@ impl Correlator {
             .map_or(row.correlation_id, |parent| self.outermost_from(parent))
     }
 
-    /// The outermost call enclosing open call `id` (itself when it is outermost).
+    /// The outermost call enclosing open call `id` (itself when it is outermost). The walk
+    /// stops after [`MAX_DEPTH`] steps, as deep as the BPF side nests calls: corrupt records
+    /// could link parents in a cycle.
     fn outermost_from(&self, mut id: u64) -> u64 {
-        while let Some(parent) = self
-            .open
-            .get(&id)
-            .map(|e| e.parent_correlation_id)
-            .filter(|&p| p != 0)
-        {
-            id = parent;
+        for _ in 0..MAX_DEPTH {
+            match self
+                .open
+                .get(&id)
+                .map(|e| e.parent_correlation_id)
+                .filter(|&p| p != 0)
+            {
+                Some(parent) => id = parent,
+                None => break,
+            }
         }
         id
     }
@@ -566,8 +572,13 @@ fn operator_name(def: &ProbeDef, enter: &ApiEnter, args: &ApiArgs) -> Option<&'s
 }
 
 /// What each argument of an [`OutScan`] pointed at, where it could be read.
-fn scanned_values(scan: &OutScan) -> [Option<u64>; SCAN_ARGS] {
-    std::array::from_fn(|i| (scan.valid & (1 << i) != 0).then_some(scan.values[i]))
+fn scanned_values(scan: &OutScan) -> [Option<Pointee>; SCAN_ARGS] {
+    std::array::from_fn(|i| {
+        (scan.valid & (1 << i) != 0).then_some(Pointee {
+            value: scan.values[i],
+            written: scan.written & (1 << i) != 0,
+        })
+    })
 }
 
 fn base_row(def: &ProbeDef, enter: &ApiEnter) -> ApiRow {

@@ -3,8 +3,12 @@
 //! phase (`aclnnXxx`, often on torch_npu's task-queue thread) runs. The first phase's
 //! out-parameters sit at positions only the operator's header knows, so the probes read
 //! through every argument at its return (`OutScan`), and the second phase that runs one of
-//! those values as its executor, right after its workspace size, is that phase's. A second phase whose executor no first
-//! phase returned took it from the executor cache (`PTAGetExecCache`): it has no first phase.
+//! those values as its executor, right after its workspace size, is that phase's. Only values
+//! the call wrote count: callers set the executor to NULL before the call (op-plugin's
+//! `EXEC_NPU_CMD`, MindSpore's `GEN_EXECUTOR`, the CANN samples), while the stack slots the
+//! scan reads past the last parameter hold the caller's data, which may be any address,
+//! among them one a later executor gets. A second phase whose executor no first phase
+//! returned took it from the executor cache (`PTAGetExecCache`): it has no first phase.
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use tracer_schema::rows::OpPhase;
@@ -12,6 +16,14 @@ use tracer_schema::rows::OpPhase;
 /// First phases remembered while their executors wait to run (torch_npu's queue holds
 /// thousands); the oldest go first beyond this.
 const MAX_PENDING: usize = 65_536;
+
+/// What a first phase's argument pointed at when the call returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pointee {
+    pub value: u64,
+    /// The call wrote it: it differs from what the argument pointed at on entry.
+    pub written: bool,
+}
 
 /// First phases waiting for their second, by the values their arguments pointed at.
 #[derive(Debug, Default)]
@@ -31,8 +43,8 @@ pub(crate) struct Operators {
 impl Operators {
     /// A first phase of process `pid` returned successfully; `values[i]` is what its
     /// integer argument `i` pointed at, if anything (its workspace size and executor among
-    /// them, one after the other).
-    pub(crate) fn prepared(&mut self, pid: u32, phase: OpPhase, values: &[Option<u64>]) {
+    /// them, one after the other). Values the call did not write claim nothing.
+    pub(crate) fn prepared(&mut self, pid: u32, phase: OpPhase, values: &[Option<Pointee>]) {
         if self.order.len() >= MAX_PENDING
             && let Some(oldest) = self.order.pop_front()
         {
@@ -41,9 +53,16 @@ impl Operators {
         let id = phase.correlation_id;
         let mut claimed = Vec::new();
         for pair in values.windows(2) {
-            if let [Some(size), Some(value)] = *pair
+            if let [
+                Some(size),
+                Some(Pointee {
+                    value,
+                    written: true,
+                }),
+            ] = *pair
                 && value != 0
             {
+                let size = size.value;
                 self.by_value
                     .entry((pid, value))
                     .or_default()
@@ -111,14 +130,30 @@ mod tests {
         }
     }
 
+    /// A value the call wrote.
+    fn out(value: u64) -> Option<Pointee> {
+        Some(Pointee {
+            value,
+            written: true,
+        })
+    }
+
+    /// A value that was there before the call.
+    fn kept(value: u64) -> Option<Pointee> {
+        Some(Pointee {
+            value,
+            written: false,
+        })
+    }
+
     #[test]
     fn second_phases_find_their_first_by_executor() {
         let mut ops = Operators::default();
         // (tensor, workspace size, executor)
-        ops.prepared(7, phase(1), &[Some(5), Some(64), Some(0x1000)]);
-        ops.prepared(7, phase(2), &[None, Some(0), Some(0x2000)]);
+        ops.prepared(7, phase(1), &[kept(5), out(64), out(0x1000)]);
+        ops.prepared(7, phase(2), &[None, kept(0), out(0x2000)]);
         // A later first phase whose argument happens to point at a waiting executor.
-        ops.prepared(7, phase(3), &[Some(0x2000), Some(0), Some(0x3000)]);
+        ops.prepared(7, phase(3), &[out(0x2000), kept(0), out(0x3000)]);
         assert_eq!(ops.ran(7, 0x2000, 0).map(|p| p.correlation_id), Some(2));
         assert_eq!(ops.ran(7, 0x2000, 0), None, "an executor runs once");
         assert_eq!(ops.ran(8, 0x1000, 64), None, "another process");
@@ -132,12 +167,21 @@ mod tests {
     #[test]
     fn repeatable_executors_keep_their_first_phase_until_destroyed() {
         let mut ops = Operators::default();
-        ops.prepared(7, phase(1), &[Some(0), Some(0x1000)]);
+        ops.prepared(7, phase(1), &[kept(0), out(0x1000)]);
         ops.set_repeatable(7, 0x1000);
         assert!(ops.ran(7, 0x1000, 0).is_some());
         assert!(ops.ran(7, 0x1000, 0).is_some());
         ops.destroyed(7, 0x1000);
         assert_eq!(ops.ran(7, 0x1000, 0), None);
         assert!(ops.phases.is_empty() && ops.by_value.is_empty());
+    }
+
+    #[test]
+    fn values_the_call_did_not_write_claim_nothing() {
+        let mut ops = Operators::default();
+        // Caller data past the last parameter: a zero, then an address a later executor gets.
+        ops.prepared(7, phase(1), &[kept(0), out(0x1000), kept(0), kept(0x5000)]);
+        assert_eq!(ops.ran(7, 0x5000, 0), None, "a cache hit's new executor");
+        assert_eq!(ops.ran(7, 0x1000, 0).map(|p| p.correlation_id), Some(1));
     }
 }

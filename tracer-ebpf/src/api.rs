@@ -185,28 +185,44 @@ fn stack_args(ctx: &ProbeContext) -> [u64; 2] {
 
 /// Keeps the first [`SCAN_ARGS`] integer argument slots of call `correlation_id` for its
 /// return: `args`, then the stack slots where further arguments are passed (past a
-/// function's last argument they hold its caller's data, which the scan reads harmlessly).
-/// Built in a per-CPU scratch slot: the BPF stack has no room for it. A function of its own
+/// function's last argument they hold its caller's data, which the scan reads harmlessly),
+/// and what each points at now, so the return can tell which the call wrote. Built in a
+/// per-CPU scratch slot: the BPF stack has no room for it. A function of its own
 /// (a BPF subprogram): inlined, it leaves the enter program too little room.
 #[inline(never)]
 fn keep_scan_args(ctx: &ProbeContext, correlation_id: u64, args: &[u64; MAX_ARGS]) {
-    let Some(all) = SCAN_SCRATCH.get_ptr_mut(0) else {
+    let Some(call) = SCAN_SCRATCH.get_ptr_mut(0) else {
         return;
     };
     // SAFETY: a per-CPU map value, ours for this program run.
-    let all = unsafe { &mut *all };
-    all[..MAX_ARGS].copy_from_slice(args);
+    let call = unsafe { &mut *call };
+    call.args[..MAX_ARGS].copy_from_slice(args);
     const TAIL_BYTES: u32 = ((SCAN_ARGS - MAX_ARGS) * 8) as u32;
-    // SAFETY: the destination is the map value's last SCAN_ARGS - MAX_ARGS words; the
-    // helper faults safely on bad user pointers (and zeroes the destination then).
+    // SAFETY: the destination is the last SCAN_ARGS - MAX_ARGS words of `args`; the helper
+    // faults safely on bad user pointers (and zeroes the destination then).
     unsafe {
         generated::bpf_probe_read_user(
-            all.as_mut_ptr().add(MAX_ARGS).cast(),
+            call.args.as_mut_ptr().add(MAX_ARGS).cast(),
             TAIL_BYTES,
             stack_after_args(ctx) as *const core::ffi::c_void,
         );
     }
-    if SCANNED_ARGS.insert(correlation_id, all, 0).is_err() {
+    call.before_valid = 0;
+    call._pad = 0;
+    // Constant indices: the verifier follows an unrolled loop.
+    for i in 0..SCAN_ARGS {
+        let ptr = call.args[i];
+        call.before[i] = 0;
+        if ptr == 0 {
+            continue;
+        }
+        // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
+        if let Ok(v) = unsafe { bpf_probe_read_user(ptr as *const u64) } {
+            call.before[i] = v;
+            call.before_valid |= 1 << i;
+        }
+    }
+    if SCANNED_ARGS.insert(correlation_id, call, 0).is_err() {
         count_drop(DropKind::OutRead);
     }
 }
@@ -388,7 +404,7 @@ fn pop_frame(state: &mut ThreadState, probe: u16) -> Option<Frame> {
 /// record does not fit the BPF stack. A BPF subprogram, like [`keep_scan_args`].
 #[inline(never)]
 fn scan_out(header: &RecordHeader, correlation_id: u64) {
-    let Some(args) = SCANNED_ARGS.get_ptr(correlation_id) else {
+    let Some(call) = SCANNED_ARGS.get_ptr(correlation_id) else {
         return;
     };
     let Some(mut entry) = EVENTS.reserve::<OutScan>(0) else {
@@ -397,16 +413,16 @@ fn scan_out(header: &RecordHeader, correlation_id: u64) {
         return;
     };
     let rec = entry.as_mut_ptr();
-    // SAFETY: `rec` points at reserved ring-buffer memory of the right size; `args` at the
+    // SAFETY: `rec` points at reserved ring-buffer memory of the right size; `call` at the
     // map value of this call, which only this thread's return removes.
     unsafe {
         (*rec).header = *header;
         (*rec).correlation_id = correlation_id;
         (*rec).valid = 0;
-        (*rec)._pad = 0;
+        (*rec).written = 0;
         // Constant indices: the verifier follows an unrolled loop.
         for i in 0..SCAN_ARGS {
-            let ptr = (*args)[i];
+            let ptr = (*call).args[i];
             (*rec).values[i] = 0;
             if ptr == 0 {
                 continue;
@@ -414,6 +430,9 @@ fn scan_out(header: &RecordHeader, correlation_id: u64) {
             if let Ok(v) = bpf_probe_read_user(ptr as *const u64) {
                 (*rec).values[i] = v;
                 (*rec).valid |= 1 << i;
+                if (*call).before_valid & (1 << i) == 0 || (*call).before[i] != v {
+                    (*rec).written |= 1 << i;
+                }
             }
         }
     }

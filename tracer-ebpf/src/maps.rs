@@ -1,13 +1,15 @@
 //! BPF maps shared with the agent, and helpers that wrap their use.
+use core::ffi::c_void;
+
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_probe_read_user},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, generated},
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
     Config, DeviceLayout, DropKind, MAX_PROBES, MAX_SCANNED_CALLS, MAX_TARGETS, MAX_TASKS,
-    MAX_THREADS, PendingTask, ProbeSpec, SCAN_ARGS, TaskKey, ThreadState,
+    MAX_THREADS, PendingTask, ProbeSpec, ScannedCall, TaskKey, ThreadState,
 };
 
 /// Records to the agent. The agent may resize it before load.
@@ -23,15 +25,38 @@ pub(crate) static THREADS: HashMap<u32, ThreadState> = HashMap::with_max_entries
 pub(crate) static PROBE_SPECS: Array<ProbeSpec> = Array::with_max_entries(MAX_PROBES, 0);
 
 /// The integer arguments of calls in flight whose returns read through them
-/// (`SPEC_OUT_SCAN`), by correlation id. LRU: a call whose return is never seen (a thread
+/// (`SPEC_OUT_SCAN`), with what they pointed at on entry, by correlation id. LRU: a call whose return is never seen (a thread
 /// killed inside it) does not hold its slot.
 #[map]
-pub(crate) static SCANNED_ARGS: LruHashMap<u64, [u64; SCAN_ARGS]> =
+pub(crate) static SCANNED_ARGS: LruHashMap<u64, ScannedCall> =
     LruHashMap::with_max_entries(MAX_SCANNED_CALLS, 0);
 
 /// Per-CPU room to build a [`SCANNED_ARGS`] value in.
 #[map]
-pub(crate) static SCAN_SCRATCH: PerCpuArray<[u64; SCAN_ARGS]> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static SCAN_SCRATCH: PerCpuArray<ScannedCall> = PerCpuArray::with_max_entries(1, 0);
+
+/// A copy of user memory being sent in pieces (`pieces`): the `bpf_loop` callbacks that
+/// send them find it here.
+#[derive(Clone, Copy)]
+pub(crate) struct PieceCopy {
+    /// Where the bytes are in the traced process.
+    pub src: u64,
+    /// Bytes to copy.
+    pub total: u32,
+    /// The device a channel read came from.
+    pub device_id: u32,
+    /// The whole length of a device binary (`total` may be cut short).
+    pub length: u64,
+    /// The registration a device binary belongs to.
+    pub correlation_id: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub ts_ns: u64,
+}
+
+/// Per-CPU: the copy the `pieces` loop callbacks are sending.
+#[map]
+pub(crate) static PIECE_COPY: PerCpuArray<PieceCopy> = PerCpuArray::with_max_entries(1, 0);
 
 /// Processes to trace when `Config::filter_targets` is set, keyed by tgid.
 #[map]
@@ -115,10 +140,35 @@ pub(crate) fn next_correlation_id() -> u64 {
     ((cpu + 1) << 48) | (next & ((1 << 48) - 1))
 }
 
-/// Reads a `T` at `base + offset` in user memory.
+/// A value [`read`] can fetch (integers, byte arrays): all bit patterns valid.
+pub(crate) trait Plain: Copy {
+    const ZERO: Self;
+}
+
+macro_rules! plain {
+    ($($t:ty),*) => { $(impl Plain for $t { const ZERO: Self = 0; })* };
+}
+plain!(u8, u16, u32, u64);
+
+impl<const N: usize> Plain for [u8; N] {
+    const ZERO: Self = [0; N];
+}
+
+/// Reads a `T` at `base + offset` in user memory. The value starts as zero, not uninit: an
+/// uninit value on a failed read lets LLVM move an undefined register, which the verifier
+/// refuses ("R9 !read_ok").
 #[inline(always)]
-pub(crate) fn read<T>(base: u64, offset: u16) -> Option<T> {
-    let ptr = base.wrapping_add(u64::from(offset)) as *const T;
-    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
-    unsafe { bpf_probe_read_user(ptr) }.ok()
+pub(crate) fn read<T: Plain>(base: u64, offset: u16) -> Option<T> {
+    let mut value = T::ZERO;
+    let ptr = base.wrapping_add(u64::from(offset)) as *const c_void;
+    // SAFETY: `value` is a writable `T`; the helper copies at most `size_of::<T>()` bytes
+    // into it and faults safely on bad user pointers.
+    let rc = unsafe {
+        generated::bpf_probe_read_user(
+            (&raw mut value).cast(),
+            core::mem::size_of::<T>() as u32,
+            ptr,
+        )
+    };
+    (rc == 0).then_some(value)
 }

@@ -8,13 +8,22 @@
 //! - device binaries at registration (`rtRegisterAllKernel`): the kernels are named by the
 //!   ELF's symbols, and the caller may free the binary once the call returned
 //!   ([`BinaryPiece`]).
-use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::ProbeContext};
+//!
+//! A copy is up to 512 pieces. The pieces are cut by `bpf_loop`, whose callback the verifier
+//! checks once: an open-coded 512-round loop is checked round by round, which Linux 6.1's
+//! verifier gives up on (more than a million instructions) before it is done.
+use core::ffi::c_void;
+
+use aya_ebpf::{
+    helpers::generated::{bpf_loop, bpf_probe_read_user},
+    programs::ProbeContext,
+};
 use tracer_common::{
     BinaryPiece, CHANNEL_CHUNK, ChannelData, DropKind, MAX_BINARY_CHUNKS, MAX_CHANNEL_CHUNKS,
     RecordHeader, RecordKind,
 };
 
-use crate::maps::{EVENTS, LAYOUT, config, count_drop, read, submit_flags};
+use crate::maps::{EVENTS, LAYOUT, PIECE_COPY, PieceCopy, config, count_drop, read, submit_flags};
 
 /// Whether a `prof_channel_read` entered by process `tgid` is one to copy: it reads the
 /// channel that carries task records, of a device the agent reads passively, and the reader
@@ -39,35 +48,53 @@ pub(crate) fn on_channel_read(buf: u64, device_id: u32, ret: u64, tgid: u32, tid
     if total <= 0 {
         return;
     }
-    let total = total as u32;
-    for i in 0..MAX_CHANNEL_CHUNKS {
-        let offset = i * CHANNEL_CHUNK as u32;
-        if offset >= total {
-            return;
-        }
-        let Some(mut entry) = EVENTS.reserve::<ChannelData>(0) else {
-            count_drop(DropKind::ChannelData);
-            return;
-        };
-        let rec = entry.as_mut_ptr();
-        let len = piece_len(total - offset);
-        // SAFETY: `rec` points at reserved ring-buffer memory of the right size; the helper
-        // copies `len` <= CHANNEL_CHUNK bytes into `data` and faults safely on bad user memory.
-        let rc = unsafe {
-            (*rec).header = RecordHeader::new(RecordKind::ChannelData, 0, 0, tgid, tid, ts_ns);
-            (*rec).device_id = device_id;
-            (*rec).len = len;
-            (*rec).offset = offset;
-            (*rec)._pad = 0;
-            copy(&mut (*rec).data, buf, offset, len)
-        };
-        if rc != 0 {
-            entry.discard(0);
-            count_drop(DropKind::ChannelDataRead);
-            return;
-        }
-        entry.submit(submit_flags());
+    let copy = PieceCopy {
+        src: buf,
+        total: total as u32,
+        device_id,
+        length: total as u64,
+        correlation_id: 0,
+        tgid,
+        tid,
+        ts_ns,
+    };
+    copy_pieces(&copy, MAX_CHANNEL_CHUNKS, channel_piece);
+}
+
+/// `bpf_loop` callback: sends piece `index` of the channel read in [`PIECE_COPY`]; 1 stops.
+extern "C" fn channel_piece(index: u32, _ctx: *mut c_void) -> i64 {
+    let Some(c) = PIECE_COPY.get_ptr(0) else {
+        return 1;
+    };
+    // SAFETY: a per-CPU map value, written by this program run before the loop.
+    let c = unsafe { &*c };
+    let offset = index.wrapping_mul(CHANNEL_CHUNK as u32);
+    if index >= MAX_CHANNEL_CHUNKS || offset >= c.total {
+        return 1;
     }
+    let Some(mut entry) = EVENTS.reserve::<ChannelData>(0) else {
+        count_drop(DropKind::ChannelData);
+        return 1;
+    };
+    let rec = entry.as_mut_ptr();
+    let len = piece_len(c.total - offset);
+    // SAFETY: `rec` points at reserved ring-buffer memory of the right size; the helper
+    // copies `len` <= CHANNEL_CHUNK bytes into `data` and faults safely on bad user memory.
+    let rc = unsafe {
+        (*rec).header = RecordHeader::new(RecordKind::ChannelData, 0, 0, c.tgid, c.tid, c.ts_ns);
+        (*rec).device_id = c.device_id;
+        (*rec).len = len;
+        (*rec).offset = offset;
+        (*rec)._pad = 0;
+        copy(&mut (*rec).data, c.src, offset, len)
+    };
+    if rc != 0 {
+        entry.discard(0);
+        count_drop(DropKind::ChannelDataRead);
+        return 1;
+    }
+    entry.submit(submit_flags());
+    0
 }
 
 /// `rtDevBinary_t` (RT `pkg_inc/runtime/rt_external_kernel.h`): u32 magic, u32 version, the
@@ -92,33 +119,66 @@ pub(crate) fn capture_binary(
         return;
     };
     let most = u64::from(MAX_BINARY_CHUNKS) * CHANNEL_CHUNK as u64;
-    let total = if length > most { most } else { length } as u32;
-    for i in 0..MAX_BINARY_CHUNKS {
-        let offset = i * CHANNEL_CHUNK as u32;
-        if offset >= total {
-            return;
-        }
-        let Some(mut entry) = EVENTS.reserve::<BinaryPiece>(0) else {
-            count_drop(DropKind::BinaryPiece);
-            return;
-        };
-        let rec = entry.as_mut_ptr();
-        let len = piece_len(total - offset);
-        // SAFETY: as in `on_channel_read`.
-        let rc = unsafe {
-            (*rec).header = RecordHeader::new(RecordKind::BinaryPiece, 0, 0, tgid, tid, ts_ns);
-            (*rec).correlation_id = correlation_id;
-            (*rec).len = len;
-            (*rec).offset = offset;
-            (*rec).total = length;
-            copy(&mut (*rec).data, data, offset, len)
-        };
-        if rc != 0 {
-            entry.discard(0);
-            count_drop(DropKind::BinaryRead);
-            return;
-        }
-        entry.submit(submit_flags());
+    let copy = PieceCopy {
+        src: data,
+        total: if length > most { most } else { length } as u32,
+        device_id: 0,
+        length,
+        correlation_id,
+        tgid,
+        tid,
+        ts_ns,
+    };
+    copy_pieces(&copy, MAX_BINARY_CHUNKS, binary_piece);
+}
+
+/// `bpf_loop` callback: sends piece `index` of the binary in [`PIECE_COPY`]; 1 stops.
+extern "C" fn binary_piece(index: u32, _ctx: *mut c_void) -> i64 {
+    let Some(c) = PIECE_COPY.get_ptr(0) else {
+        return 1;
+    };
+    // SAFETY: a per-CPU map value, written by this program run before the loop.
+    let c = unsafe { &*c };
+    let offset = index.wrapping_mul(CHANNEL_CHUNK as u32);
+    if index >= MAX_BINARY_CHUNKS || offset >= c.total {
+        return 1;
+    }
+    let Some(mut entry) = EVENTS.reserve::<BinaryPiece>(0) else {
+        count_drop(DropKind::BinaryPiece);
+        return 1;
+    };
+    let rec = entry.as_mut_ptr();
+    let len = piece_len(c.total - offset);
+    // SAFETY: as in `channel_piece`.
+    let rc = unsafe {
+        (*rec).header = RecordHeader::new(RecordKind::BinaryPiece, 0, 0, c.tgid, c.tid, c.ts_ns);
+        (*rec).correlation_id = c.correlation_id;
+        (*rec).len = len;
+        (*rec).offset = offset;
+        (*rec).total = c.length;
+        copy(&mut (*rec).data, c.src, offset, len)
+    };
+    if rc != 0 {
+        entry.discard(0);
+        count_drop(DropKind::BinaryRead);
+        return 1;
+    }
+    entry.submit(submit_flags());
+    0
+}
+
+/// Runs `piece` for each of up to `chunks` pieces of `copy`, which it finds in
+/// [`PIECE_COPY`] (the BPF stack has no room to pass it).
+#[inline(always)]
+fn copy_pieces(copy: &PieceCopy, chunks: u32, piece: extern "C" fn(u32, *mut c_void) -> i64) {
+    let Some(slot) = PIECE_COPY.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: a per-CPU map value, ours for this program run; `piece` is a BPF subprogram
+    // with the callback signature `bpf_loop` expects, and takes no context pointer.
+    unsafe {
+        *slot = *copy;
+        bpf_loop(chunks, piece as *mut c_void, core::ptr::null_mut(), 0);
     }
 }
 

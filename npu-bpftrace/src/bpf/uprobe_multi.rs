@@ -7,26 +7,30 @@
 //! pair is loaded a second time here: the embedded object is parsed with `aya-obj`, its map
 //! references are relocated against the maps aya created (both flavours share every map),
 //! its calls are linked, and the instructions go to `BPF_PROG_LOAD` as `BPF_PROG_TYPE_KPROBE`
-//! with that expected attach type. Links come from `BPF_LINK_CREATE`.
+//! with that expected attach type, along with the object's BTF (`BPF_BTF_LOAD`) and the
+//! programs' function and line info: the kernel wants function info for a program that
+//! passes one of its functions to a helper (the `bpf_loop` callbacks). Links come from
+//! `BPF_LINK_CREATE`.
 //!
 //! The attribute layouts and constants are those of the kernel's
-//! `include/uapi/linux/bpf.h` (`union bpf_attr`: the `BPF_PROG_LOAD` struct and
-//! `link_create.uprobe_multi`), written down here for just the fields used.
+//! `include/uapi/linux/bpf.h` (`union bpf_attr`: the `BPF_PROG_LOAD` and `BPF_BTF_LOAD`
+//! structs and `link_create.uprobe_multi`), written down here for just the fields used.
 use std::{
     collections::HashSet,
     ffi::{CString, c_long},
     fmt, io, mem,
     os::{
-        fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+        fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
         unix::ffi::OsStrExt,
     },
     path::Path,
 };
 
-use aya_obj::{Object, generated::bpf_insn};
+use aya_obj::{Function, Object, btf::BtfFeatures, generated::bpf_insn};
 
 /// `enum bpf_cmd`.
 const BPF_PROG_LOAD: c_long = 5;
+const BPF_BTF_LOAD: c_long = 18;
 const BPF_LINK_CREATE: c_long = 28;
 /// `enum bpf_prog_type`: uprobes are kprobe-type programs.
 const BPF_PROG_TYPE_KPROBE: u32 = 2;
@@ -41,8 +45,8 @@ const ENOTSUPP: i32 = 524;
 /// Verifier log kept when a load fails (the kernel keeps its tail when it is longer).
 const LOG_BYTES: usize = 1 << 20;
 
-/// The prefix of `union bpf_attr` that `BPF_PROG_LOAD` reads, up to
-/// `expected_attach_type`; the kernel zero-fills what a shorter attribute leaves out.
+/// The prefix of `union bpf_attr` that `BPF_PROG_LOAD` reads, up to `attach_btf_id`; the
+/// kernel zero-fills what a shorter attribute leaves out.
 #[repr(C)]
 struct ProgLoadAttr {
     prog_type: u32,
@@ -57,6 +61,26 @@ struct ProgLoadAttr {
     prog_name: [u8; OBJ_NAME_LEN],
     prog_ifindex: u32,
     expected_attach_type: u32,
+    prog_btf_fd: u32,
+    func_info_rec_size: u32,
+    func_info: u64,
+    func_info_cnt: u32,
+    line_info_rec_size: u32,
+    line_info: u64,
+    line_info_cnt: u32,
+    /// Unused (0); spelled out so that no padding byte reaches the kernel.
+    attach_btf_id: u32,
+}
+
+/// `union bpf_attr` for `BPF_BTF_LOAD`.
+#[repr(C)]
+struct BtfLoadAttr {
+    btf: u64,
+    btf_log_buf: u64,
+    btf_size: u32,
+    btf_log_size: u32,
+    btf_log_level: u32,
+    btf_log_true_size: u32,
 }
 
 /// `union bpf_attr` for `BPF_LINK_CREATE` with its `uprobe_multi` member.
@@ -83,7 +107,10 @@ const _: () = {
     assert!(mem::offset_of!(ProgLoadAttr, log_buf) == 32);
     assert!(mem::offset_of!(ProgLoadAttr, prog_name) == 48);
     assert!(mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
-    assert!(mem::size_of::<ProgLoadAttr>() == 72);
+    assert!(mem::offset_of!(ProgLoadAttr, func_info) == 80);
+    assert!(mem::offset_of!(ProgLoadAttr, line_info) == 96);
+    assert!(mem::size_of::<ProgLoadAttr>() == 112);
+    assert!(mem::size_of::<BtfLoadAttr>() == 32);
     assert!(mem::offset_of!(LinkCreateAttr, attach_type) == 8);
     assert!(mem::offset_of!(LinkCreateAttr, path) == 16);
     assert!(mem::offset_of!(LinkCreateAttr, cookies) == 40);
@@ -164,16 +191,17 @@ impl MultiPair {
         enter: &str,
         exit: &str,
     ) -> Result<Self, Error> {
-        let programs = relocate(object, maps, &[enter, exit])?;
-        let [enter_insns, exit_insns] = programs.instructions.as_slice() else {
+        let relocated = relocate(object, maps, &[enter, exit])?;
+        let [enter_fn, exit_fn] = relocated.functions.as_slice() else {
             return Err(Error::object(
                 "relocating the BPF object",
                 "programs missing",
             ));
         };
+        let btf = relocated.btf.as_ref().map(AsFd::as_fd);
         Ok(Self {
-            enter: load_program(enter, enter_insns, &programs.license)?,
-            exit: load_program(exit, exit_insns, &programs.license)?,
+            enter: load_program(enter, enter_fn, btf, &relocated.license)?,
+            exit: load_program(exit, exit_fn, btf, &relocated.license)?,
         })
     }
 
@@ -212,10 +240,11 @@ impl MultiPair {
     }
 }
 
-/// Instructions of the programs asked for, in order, ready to load.
+/// The programs asked for, in order, ready to load, with the object's BTF.
 struct Relocated {
     license: CString,
-    instructions: Vec<Vec<bpf_insn>>,
+    btf: Option<OwnedFd>,
+    functions: Vec<Function>,
 }
 
 /// Parses `object`, points its map references at `maps` and links each program's calls.
@@ -232,6 +261,7 @@ fn relocate(
             "it has CO-RE relocations, which this loader does not apply",
         ));
     }
+    let btf = load_btf(&mut obj)?;
     let object_maps = mem::take(&mut obj.maps);
     let mut with_fds = Vec::with_capacity(object_maps.len());
     for (name, map) in &object_maps {
@@ -248,7 +278,7 @@ fn relocate(
         .map_err(|e| Error::object("relocating the BPF maps", e))?;
     obj.relocate_calls(&text_sections)
         .map_err(|e| Error::object("linking the BPF calls", e))?;
-    let mut instructions = Vec::with_capacity(names.len());
+    let mut functions = Vec::with_capacity(names.len());
     for name in names {
         let function = obj
             .programs
@@ -257,19 +287,63 @@ fn relocate(
             .ok_or_else(|| {
                 Error::object("relocating the BPF object", format!("no program {name}"))
             })?;
-        instructions.push(function.instructions.clone());
+        functions.push(function.clone());
     }
     Ok(Relocated {
         license: obj.license.clone(),
-        instructions,
+        btf,
+        functions,
     })
+}
+
+/// Loads the object's BTF into the kernel (`None` when it has none), as aya does for its
+/// own loads: fixed up for a kernel with every BTF feature, which any kernel with
+/// uprobe_multi (6.6) has.
+fn load_btf(obj: &mut Object) -> Result<Option<OwnedFd>, Error> {
+    let what = "loading the BPF object's BTF";
+    let features = BtfFeatures::new(true, true, true, true, true, true, true, true);
+    let Some(btf) = obj
+        .fixup_and_sanitize_btf(&features)
+        .map_err(|e| Error::object(what, e))?
+    else {
+        return Ok(None);
+    };
+    let bytes = btf.to_bytes();
+    let btf_size = u32::try_from(bytes.len()).map_err(|_| Error::object(what, "too large"))?;
+    let mut attr = BtfLoadAttr {
+        btf: bytes.as_ptr() as u64,
+        btf_log_buf: 0,
+        btf_size,
+        btf_log_size: 0,
+        btf_log_level: 0,
+        btf_log_true_size: 0,
+    };
+    // SAFETY: `attr` is a live, fully initialized #[repr(C)] `union bpf_attr` prefix for
+    // BPF_BTF_LOAD, its size passed alongside; `bytes` outlives the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_BTF_LOAD,
+            std::ptr::from_mut(&mut attr),
+            mem::size_of::<BtfLoadAttr>(),
+        )
+    };
+    new_fd(ret)
+        .map(Some)
+        .map_err(|err| Error::kernel(what.to_owned(), err))
 }
 
 /// `BPF_PROG_LOAD` of a kprobe-type program with expected attach type
 /// `BPF_TRACE_UPROBE_MULTI`, named `<name>_multi` (shortened to fit). On a verifier
 /// rejection the load is repeated with a log, whose last lines go into the error.
-fn load_program(name: &str, insns: &[bpf_insn], license: &CString) -> Result<OwnedFd, Error> {
+fn load_program(
+    name: &str,
+    function: &Function,
+    btf: Option<BorrowedFd<'_>>,
+    license: &CString,
+) -> Result<OwnedFd, Error> {
     let what = || format!("loading {name} as a uprobe_multi program");
+    let insns: &[bpf_insn] = &function.instructions;
     let insn_cnt =
         u32::try_from(insns.len()).map_err(|_| Error::object(&what(), "too many instructions"))?;
     let mut prog_name = [0u8; OBJ_NAME_LEN];
@@ -289,7 +363,31 @@ fn load_program(name: &str, insns: &[bpf_insn], license: &CString) -> Result<Own
         prog_name,
         prog_ifindex: 0,
         expected_attach_type: BPF_TRACE_UPROBE_MULTI,
+        prog_btf_fd: 0,
+        func_info_rec_size: 0,
+        func_info: 0,
+        func_info_cnt: 0,
+        line_info_rec_size: 0,
+        line_info: 0,
+        line_info_cnt: 0,
+        attach_btf_id: 0,
     };
+    // Kept alive until the loads below are done.
+    let func_info = function.func_info.func_info_bytes();
+    let line_info = function.line_info.line_info_bytes();
+    if let Some(btf) = btf {
+        attr.prog_btf_fd = fd_u32(btf, &what)?;
+        if function.func_info_rec_size > 0 {
+            attr.func_info = func_info.as_ptr() as u64;
+            attr.func_info_cnt = count(function.func_info.len(), &what)?;
+            attr.func_info_rec_size = count(function.func_info_rec_size, &what)?;
+        }
+        if function.line_info_rec_size > 0 {
+            attr.line_info = line_info.as_ptr() as u64;
+            attr.line_info_cnt = count(function.line_info.len(), &what)?;
+            attr.line_info_rec_size = count(function.line_info_rec_size, &what)?;
+        }
+    }
     let err = match prog_load(&mut attr) {
         Ok(fd) => return Ok(fd),
         Err(err) => err,
@@ -316,6 +414,16 @@ fn load_program(name: &str, insns: &[bpf_insn], license: &CString) -> Result<Own
         format!("{} (verifier: {})", what(), tail.join(" / ")),
         err,
     ))
+}
+
+/// `fd` as bpf(2) attributes hold it.
+fn fd_u32(fd: BorrowedFd<'_>, what: &dyn Fn() -> String) -> Result<u32, Error> {
+    u32::try_from(fd.as_raw_fd()).map_err(|_| Error::object(&what(), "negative fd"))
+}
+
+/// A size or count as bpf(2) attributes hold it.
+fn count(n: usize, what: &dyn Fn() -> String) -> Result<u32, Error> {
+    u32::try_from(n).map_err(|_| Error::object(&what(), "too many entries"))
 }
 
 /// bpf(BPF_PROG_LOAD), retried a few times on `EAGAIN` as the kernel asks.
@@ -418,6 +526,7 @@ mod tests {
     #[test]
     fn constants_match_the_uapi_bindings() {
         assert_eq!(BPF_PROG_LOAD, bpf_cmd::BPF_PROG_LOAD as c_long);
+        assert_eq!(BPF_BTF_LOAD, bpf_cmd::BPF_BTF_LOAD as c_long);
         assert_eq!(BPF_LINK_CREATE, bpf_cmd::BPF_LINK_CREATE as c_long);
         assert_eq!(
             BPF_PROG_TYPE_KPROBE,
