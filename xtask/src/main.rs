@@ -143,6 +143,10 @@ fn test(args: &[String]) -> Result<()> {
     setup::run()?;
     let sim_dir = default_sim_dir();
     sim::install(&sim_dir, Arch::Host)?;
+    // The end-to-end tests run the agent binary next to them, which `cargo test` builds only
+    // when it tests the whole workspace: a filtered run (`-p tests --test ops`) would run a
+    // stale one.
+    run_checked(cargo().args(["build", "-p", "npu-bpftrace"]))?;
     let status = cargo()
         .args(["test", "--no-fail-fast"])
         .args(args)
