@@ -19,7 +19,7 @@ use tokio::{
     io::{Interest, unix::AsyncFd},
     sync::{mpsc, oneshot, watch},
 };
-use tracer_common::{Config, TaskInfo, TaskKey};
+use tracer_common::{Config, TaskInfo, TaskKey, WindowEdge};
 
 use tracer_catalog::{Catalog, ChipLayout, ProbeTable};
 use tracer_core::{
@@ -30,24 +30,28 @@ use tracer_core::{
 };
 use tracer_schema::session::{
     ActivityStats, AttachedFile, ChipSummary, ClockSummary, CorrelateStats, OutputStats, Session,
+    WindowCause,
 };
 
 use crate::{
     attach::{Attacher, Selection, plan_file},
     bpf::{AttachKind, Probes, UprobeMode},
     caps,
+    capture::{RangeSpec, Windows},
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
     driver::{self, Chip, Devices, Driver},
     outdir::{Found, OutDir},
+    outname,
     progress::{ProcessCounter, Progress, StatusLine},
     session::{self, clock_ns},
     signals::{Caught, StopSignals},
     sink::{
         Sink, SinkStats,
         parquet::{ParquetSink, SinkOptions},
-        print::Printer,
+        print::{PrintFormat, Printer},
     },
+    status,
     symbolize::{CapturedBinaries, Symbolizer},
     symbols::SymbolTable,
 };
@@ -81,9 +85,16 @@ pub struct TraceOptions {
     pub catalog: Arc<Catalog>,
     /// Extra library files or directories to attach to.
     pub libs: Vec<PathBuf>,
+    /// The output directory, a template (`%h`, `%p`, `%r`, `%t`: see [`outname`]).
     pub out_dir: PathBuf,
+    /// Stop this long after recording first began.
     pub duration: Option<Duration>,
-    pub print: bool,
+    /// Record nothing until this long after tracing began (`--delay`).
+    pub delay: Option<Duration>,
+    /// Record only inside these mstx ranges (`--capture-range`).
+    pub capture_range: Option<RangeSpec>,
+    /// `--print` and how.
+    pub print: Option<PrintFormat>,
     pub ringbuf_bytes: u32,
 }
 
@@ -152,14 +163,14 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 const PASSIVE_SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn trace(opts: TraceOptions) -> Result<TraceSummary> {
-    let out = preflight(&opts)?;
+    preflight(&opts)?;
     limit_malloc_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let summary = runtime.block_on(run(opts, out));
+    let summary = runtime.block_on(run(opts));
     // A command still running (record mode, stopped by a second signal) has a blocking
     // task waiting for it: do not wait for that.
     runtime.shutdown_background();
@@ -180,8 +191,8 @@ fn release_freed_memory() {
     unsafe { libc::malloc_trim(0) };
 }
 
-/// Clear, early errors for what a user can fix. Returns the output directory, open.
-fn preflight(opts: &TraceOptions) -> Result<OutDir> {
+/// Clear, early errors for what a user can fix.
+fn preflight(opts: &TraceOptions) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         caps::ensure_privileged()?;
@@ -191,7 +202,32 @@ fn preflight(opts: &TraceOptions) -> Result<OutDir> {
             check_attachable(pid, &opts.catalog)?;
         }
     }
-    open_output(&opts.out_dir)
+    Ok(())
+}
+
+/// The output directory: `--out` with its placeholders filled in for this session.
+fn out_dir(opts: &TraceOptions, targets: &[u32]) -> Result<PathBuf> {
+    let rank = match &opts.mode {
+        Mode::Attach(pids) => {
+            let pid = pids.first().copied().unwrap_or(0);
+            outname::rank_in(
+                |var| outname::process_var(pid, var),
+                &format!("the environment of process {pid}"),
+            )
+        }
+        _ => outname::rank_in(|var| std::env::var(var).ok(), "the agent's environment"),
+    };
+    let vars = outname::Vars {
+        host: SinkOptions::default().host,
+        // System-wide: the agent's own pid, which no other session has.
+        pids: match &opts.mode {
+            Mode::SystemWide => vec![std::process::id()],
+            _ => targets.to_vec(),
+        },
+        rank,
+        time: outname::local_time(),
+    };
+    outname::expand(&opts.out_dir, &vars)
 }
 
 /// Opens (or makes, 0700) the output directory, never through a symbolic link. An existing
@@ -318,7 +354,19 @@ fn announce(opts: &TraceOptions, attacher: &Attacher, processes: usize, targets:
         ),
         Mode::SystemWide => format!("in {processes} processes (and any that start later)"),
     };
-    eprintln!("npu-bpftrace: attached {probes} probes {whom}, {files} library files; tracing");
+    let when = match (&opts.delay, &opts.capture_range) {
+        (Some(delay), _) => format!("recording in {:.1} s (--delay)", delay.as_secs_f64()),
+        (None, Some(range)) => format!(
+            "recording inside mstx ranges '{}{}'{}",
+            range.message,
+            if range.prefix { "*" } else { "" },
+            range
+                .count
+                .map_or(String::new(), |n| format!(", {n} per process"))
+        ),
+        (None, None) => "tracing".to_owned(),
+    };
+    status!("npu-bpftrace: attached {probes} probes {whom}, {files} library files; {when}");
 }
 
 /// Waits, with progress on stderr, while a previous session's detached helper releases its
@@ -332,7 +380,7 @@ fn wait_for_previous_release() {
         let releasing = crate::bpf::releasing_sessions();
         if releasing == 0 {
             if said.is_some() {
-                eprintln!(
+                status!(
                     "npu-bpftrace: previous probes released after {:.1} s",
                     started.elapsed().as_secs_f64()
                 );
@@ -346,7 +394,7 @@ fn wait_for_previous_release() {
         }
         let secs = waited.as_secs();
         if said.is_none_or(|last| secs >= last + 5) {
-            eprintln!(
+            status!(
                 "npu-bpftrace: waiting for {releasing} previous session(s) to release their probes \
                  ({secs} s; perf-event uprobes take ~0.1 s each)"
             );
@@ -356,16 +404,11 @@ fn wait_for_previous_release() {
     }
 }
 
-async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
+async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     // First: from now on a stop signal is a request to finish cleanly, at any stage.
     let mut signals = StopSignals::install().context("installing the signal handlers")?;
-    let mut probes = load_probes(&opts)?;
-    if probes.attach_kind() == AttachKind::PerfEvent {
-        // Perf-event uprobes are made and released under one kernel mutex.
-        wait_for_previous_release();
-    }
-    // Probe ids are handed out as files are attached; the correlator reads them.
-    let table = Arc::new(ProbeTable::new());
+    // The command waits at its gate (and exits if the agent gives up before opening it);
+    // its pid names the output directory (`%p`).
     let mut child = match &opts.mode {
         Mode::Command(argv) => Some(GatedChild::spawn(argv)?),
         _ => None,
@@ -375,6 +418,15 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
         (_, Some(child)) => vec![child.pid()],
         _ => Vec::new(),
     };
+    let out_dir = out_dir(&opts, &targets)?;
+    let mut out = open_output(&out_dir)?;
+    let mut probes = load_probes(&opts)?;
+    if probes.attach_kind() == AttachKind::PerfEvent {
+        // Perf-event uprobes are made and released under one kernel mutex.
+        wait_for_previous_release();
+    }
+    // Probe ids are handed out as files are attached; the correlator reads them.
+    let table = Arc::new(ProbeTable::new());
     for &pid in &targets {
         probes.add_target(pid)?;
     }
@@ -390,7 +442,17 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
     // submission the probes see then falls inside the channel's session, and the probes read
     // SQE headers and completion entries as the chip the driver reports lays them out.
     let driver = driver_library(&opts.catalog, &initial);
-    let pipeline = Pipeline::start(&opts, &mut probes, driver, table.clone(), Box::new(sink))?;
+    let (edges_tx, mut edges) = mpsc::unbounded_channel();
+    let pipeline = Pipeline::start(
+        &opts,
+        &mut probes,
+        driver,
+        table.clone(),
+        Box::new(sink),
+        edges_tx,
+    )?;
+    // Recording is on (unless paused) from the first probe attached.
+    let started_ns = clock_ns(libc::CLOCK_MONOTONIC);
     let mut attacher = match attach_initial(&opts, &mut probes, table, initial) {
         Ok(attacher) => attacher,
         Err(e) => {
@@ -413,6 +475,16 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
         child.release()?;
     }
 
+    let mut windows = Windows::new(
+        opts.delay.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        opts.capture_range.as_ref(),
+        started_ns,
+        opts.delay.is_some(),
+    );
+    let mut control = Control {
+        windows: &mut windows,
+        edges: &mut edges,
+    };
     let stopped = wait_for_stop(
         &opts,
         &mut probes,
@@ -420,18 +492,27 @@ async fn run(opts: TraceOptions, mut out: OutDir) -> Result<TraceSummary> {
         child,
         &pipeline,
         &mut signals,
+        &mut control,
     )
     .await?;
     // Recording stops now: the probes return at once from here on.
     probes.silence()?;
+    let stop_ns = clock_ns(libc::CLOCK_MONOTONIC);
     session.device_time_sources = pipeline.device_time_sources.clone();
     let hurry = stopped.interrupted.is_some();
     let (report, decode_errors) = pipeline.stop(&mut probes, &mut signals, hurry).await?;
+    // Window edges the last drain of the ring buffer delivered.
+    while let Ok(edge) = edges.try_recv() {
+        if edge.header.ts_ns <= stop_ns {
+            windows.edge(&edge);
+        }
+    }
+    session.capture = windows.finish(stop_ns);
     finish_session(&mut session, &attacher, &probes, report, decode_errors)?;
     let incomplete = write_final_session(&session, &mut out);
     probes.close();
     Ok(TraceSummary {
-        out_dir: opts.out_dir.clone(),
+        out_dir,
         session,
         command_status: stopped.status,
         interrupted: stopped.interrupted,
@@ -479,7 +560,18 @@ fn load_probes(opts: &TraceOptions) -> Result<Probes> {
         fork_child_pid_offset,
         agent_pid: std::process::id(),
         passive_devices: 0,
+        paused: u8::from(opts.delay.is_some()),
+        capture_mstx: u8::from(opts.capture_range.is_some()),
+        _pad: 0,
+        capture_ranges: opts
+            .capture_range
+            .as_ref()
+            .and_then(|r| r.count)
+            .unwrap_or(0),
     })?;
+    if let Some(range) = &opts.capture_range {
+        probes.set_capture_match(range.bpf_match())?;
+    }
     Ok(probes)
 }
 
@@ -608,6 +700,7 @@ impl Pipeline {
         driver: Option<&Path>,
         table: Arc<ProbeTable>,
         sink: Box<dyn Sink + Send>,
+        edges: mpsc::UnboundedSender<WindowEdge>,
     ) -> Result<Self> {
         let (stop, stop_rx) = watch::channel(false);
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
@@ -647,7 +740,7 @@ impl Pipeline {
         // before it sees any of its submissions.
         let (settle, settle_rx) = mpsc::channel(1);
         let binaries = CapturedBinaries::default();
-        let reader = RingReader::new(binaries.clone(), chip.layout);
+        let reader = RingReader::new(binaries.clone(), chip.layout, edges);
         let poller = tokio::spawn(poll_ring(
             probes.take_events()?,
             reader,
@@ -697,8 +790,8 @@ impl Pipeline {
         if !hurry && self.settle.send((now_ns, settled)).await.is_ok() {
             tokio::select! {
                 _ = tokio::time::timeout(self.settle_timeout, wait) => {}
-                Ok(caught) = signals.recv() => {
-                    eprintln!("npu-bpftrace: {}: finishing at once", caught.name());
+                Ok(caught) = signals.recv_stop() => {
+                    status!("npu-bpftrace: {}: finishing at once", caught.name());
                 }
             }
         }
@@ -838,15 +931,77 @@ async fn wait_for_stop(
     child: Option<GatedChild>,
     pipeline: &Pipeline,
     signals: &mut StopSignals,
+    control: &mut Control<'_>,
 ) -> Result<Stopped> {
     let mut status = StatusLine::new();
     let (tx, progress) = (&pipeline.tx, pipeline.progress.as_ref());
     let waiting = Waiting { opts, tx, progress };
     let stopped = waiting
-        .wait(probes, attacher, child, signals, &mut status)
+        .wait(probes, attacher, child, signals, control, &mut status)
         .await;
     status.finish();
     stopped
+}
+
+/// Capture control while the session waits: the windows so far, and the mstx window edges
+/// the BPF programs report.
+struct Control<'a> {
+    windows: &'a mut Windows,
+    edges: &'a mut mpsc::UnboundedReceiver<WindowEdge>,
+}
+
+impl Control<'_> {
+    /// SIGUSR1 resumes recording, SIGUSR2 pauses it (and cancels a pending `--delay`).
+    fn signal(
+        &mut self,
+        caught: Caught,
+        probes: &mut Probes,
+        delay: &mut Option<tokio::time::Instant>,
+    ) -> Result<()> {
+        let now = clock_ns(libc::CLOCK_MONOTONIC);
+        let changed = if caught.signo == libc::SIGUSR1 {
+            *delay = None;
+            probes.set_paused(false)?;
+            self.windows.resume(now, WindowCause::Sigusr1)
+        } else {
+            let cancelled = delay.take().is_some();
+            probes.set_paused(true)?;
+            self.windows.pause(now, WindowCause::Sigusr2) || cancelled
+        };
+        match (changed, self.windows.recording()) {
+            (true, true) => status!("npu-bpftrace: {}: recording", caught.name()),
+            (true, false) => status!("npu-bpftrace: {}: recording paused", caught.name()),
+            (false, true) => status!("npu-bpftrace: {}: recording already", caught.name()),
+            (false, false) => status!("npu-bpftrace: {}: paused already", caught.name()),
+        }
+        Ok(())
+    }
+
+    /// `--delay` ran out.
+    fn delay_over(&mut self, probes: &mut Probes) -> Result<()> {
+        probes.set_paused(false)?;
+        self.windows
+            .resume(clock_ns(libc::CLOCK_MONOTONIC), WindowCause::Delay);
+        status!("npu-bpftrace: recording (--delay)");
+        Ok(())
+    }
+
+    /// With `--capture-range-count N`: whether every process that opened a window has
+    /// closed its Nth (or exited).
+    fn ranges_done(&self, opts: &TraceOptions) -> bool {
+        opts.capture_range
+            .as_ref()
+            .and_then(|r| r.count)
+            .is_some_and(|n| self.windows.ranges_done(n, process_alive))
+    }
+
+    /// When `--duration` ends: that long after recording first began.
+    fn deadline(&self, duration: Option<Duration>) -> Option<tokio::time::Instant> {
+        let (duration, start_ns) = (duration?, self.windows.first_start_ns()?);
+        let elapsed = clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(start_ns);
+        let left = duration.saturating_sub(Duration::from_nanos(elapsed));
+        Some(tokio::time::Instant::now() + left)
+    }
 }
 
 /// What the wait for the stop reads.
@@ -863,6 +1018,7 @@ impl Waiting<'_> {
         attacher: &mut Attacher,
         child: Option<GatedChild>,
         signals: &mut StopSignals,
+        control: &mut Control<'_>,
         status: &mut StatusLine,
     ) -> Result<Stopped> {
         let stopped = |status, interrupted| {
@@ -871,7 +1027,8 @@ impl Waiting<'_> {
                 interrupted,
             })
         };
-        let deadline = self.opts.duration.map(|d| tokio::time::Instant::now() + d);
+        let mut delay = self.opts.delay.map(|d| tokio::time::Instant::now() + d);
+        let mut deadline = control.deadline(self.opts.duration);
         let mut tick = tokio::time::interval(FLUSH_INTERVAL);
         let mut rescans = tokio::time::interval(RESCAN_INTERVAL);
         let system_wide = matches!(self.opts.mode, Mode::SystemWide);
@@ -879,9 +1036,16 @@ impl Waiting<'_> {
         let mut passed_on = false;
         let mut exited = child.map(GatedChild::wait);
         loop {
+            if deadline.is_none() {
+                deadline = control.deadline(self.opts.duration);
+            }
             tokio::select! {
                 caught = signals.recv() => {
                     let caught = caught.context("reading signals")?;
+                    if !caught.is_stop() {
+                        control.signal(caught, probes, &mut delay)?;
+                        continue;
+                    }
                     match command {
                         Some(pid) if !passed_on => {
                             pass_on(caught, pid);
@@ -891,12 +1055,23 @@ impl Waiting<'_> {
                         None => return stopped(None, None),
                     }
                 }
+                _ = sleep_until(delay) => {
+                    delay = None;
+                    control.delay_over(probes)?;
+                }
+                Some(edge) = control.edges.recv() => {
+                    control.windows.edge(&edge);
+                    if control.ranges_done(self.opts) {
+                        status!("npu-bpftrace: every process recorded its capture ranges; stopping");
+                        return stopped(None, None);
+                    }
+                }
                 _ = sleep_until(deadline) => return stopped(None, None),
                 status = wait_exit(&mut exited) => return stopped(Some(status?), None),
                 // Every process's maps are read only once a flush interval (system-wide).
                 _ = rescans.tick(), if !system_wide => rescan(self.opts, probes, attacher)?,
                 _ = tick.tick() => {
-                    if !self.tick(probes, attacher, status).await? {
+                    if !self.tick(probes, attacher, status).await? || control.ranges_done(self.opts) {
                         return stopped(None, None);
                     }
                 }
@@ -939,7 +1114,7 @@ fn pass_on(caught: Caught, pid: u32) {
         // SAFETY: kill(2) of our own child.
         unsafe { libc::kill(pid as i32, caught.signo) };
     }
-    eprintln!(
+    status!(
         "npu-bpftrace: {} passed on to the traced command (pid {pid}); tracing until it exits, \
          send it again to stop at once",
         caught.name()
@@ -1039,15 +1214,22 @@ struct RingReader {
     passive: PassiveChannels,
     /// Device binaries copied at registration, for the symbolizer.
     binaries: CapturedBinaries,
+    /// Capture window edges, for the session.
+    edges: mpsc::UnboundedSender<WindowEdge>,
 }
 
 impl RingReader {
     /// Channel bytes are split into records of `chip`'s layout.
-    fn new(binaries: CapturedBinaries, chip: &ChipLayout) -> Self {
+    fn new(
+        binaries: CapturedBinaries,
+        chip: &ChipLayout,
+        edges: mpsc::UnboundedSender<WindowEdge>,
+    ) -> Self {
         Self {
             decode_errors: 0,
             passive: PassiveChannels::new(chip.soc_log),
             binaries,
+            edges,
         }
     }
 
@@ -1079,6 +1261,9 @@ impl RingReader {
                 Ok(Decoded::Record(record)) => batch.push(record),
                 Ok(Decoded::Channel(piece)) => device.push(self.passive.push(&piece)),
                 Ok(Decoded::Binary(piece)) => self.binaries.add(&piece),
+                Ok(Decoded::Window(edge)) => {
+                    let _ = self.edges.send(edge);
+                }
                 Err(_) => self.decode_errors += 1,
             }
         }
@@ -1099,7 +1284,7 @@ async fn consume(
     mut rx: mpsc::Receiver<Input>,
     mut sink: Box<dyn Sink + Send>,
     mut correlator: Correlator,
-    print: bool,
+    print: Option<PrintFormat>,
     devices: Devices,
     progress: Arc<Progress>,
 ) -> Result<ConsumeReport> {

@@ -19,7 +19,9 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
-use tracer_common::{Config, DeviceLayout, DropKind, PendingTask, ProbeSpec, TaskInfo, TaskKey};
+use tracer_common::{
+    CaptureMatch, Config, DeviceLayout, DropKind, PendingTask, ProbeSpec, TaskInfo, TaskKey,
+};
 pub use tracer_schema::session::AttachKind;
 
 mod uprobe_multi;
@@ -187,6 +189,24 @@ impl Probes {
             .filter(|&d| d < u64::BITS)
             .fold(0, |mask, d| mask | 1 << d);
         cfg.set(0, config, 0)?;
+        Ok(())
+    }
+
+    /// Pauses or resumes recording: while paused, calls that begin are not recorded (the
+    /// probes stay attached and keep their per-thread state).
+    pub fn set_paused(&mut self, paused: bool) -> Result<()> {
+        let mut cfg: Array<_, Config> = Array::try_from(map(&mut self.ebpf, "CONFIG")?)?;
+        let mut config = cfg.get(&0, 0)?;
+        config.paused = u8::from(paused);
+        cfg.set(0, config, 0)?;
+        Ok(())
+    }
+
+    /// The message of the mstx ranges that open capture windows.
+    pub fn set_capture_match(&mut self, matcher: CaptureMatch) -> Result<()> {
+        let mut array: Array<_, CaptureMatch> =
+            Array::try_from(map(&mut self.ebpf, "CAPTURE_MATCH")?)?;
+        array.set(0, matcher, 0)?;
         Ok(())
     }
 

@@ -1,11 +1,7 @@
 //! Command-line interface.
 use std::{
-    ffi::OsString,
-    os::unix::process::ExitStatusExt,
-    path::PathBuf,
-    process::ExitCode,
-    sync::Arc,
-    time::{Duration, SystemTime},
+    ffi::OsString, os::unix::process::ExitStatusExt, path::PathBuf, process::ExitCode, sync::Arc,
+    time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
@@ -15,7 +11,10 @@ use npu_bpftrace::{
     agent::{self, Mode, TraceOptions, TraceSummary},
     attach::Selection,
     bpf::DEFAULT_RINGBUF_BYTES,
-    discovery, export, listing, report,
+    capture::RangeSpec,
+    discovery, export, listing, outname, report, say,
+    sink::print::PrintFormat,
+    status,
 };
 use tracer_catalog::Catalog;
 
@@ -44,14 +43,21 @@ use tracer_catalog::Catalog;
       Stopping: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop tracing and flush everything. In\n\
       `record` mode the first one is passed on to the command (unless the terminal sent it to\n\
       the command already) and tracing goes on until the command exits; a second one finishes\n\
-      at once without waiting for the command.\n\n\
-      Exit status (record, attach): the traced command's status when it failed (128+N when\n\
-      signal N ended it); 128+N when a second signal N ended `record` before its command\n\
-      exited; 74 when the trace is incomplete (rows or session.json could not be written:\n\
-      disk full, read-only or failing file system, output removed; session.json's `output`\n\
-      says what); 1 on an error that prevented tracing; 2 on bad arguments; 0 otherwise."
-)]
+      at once without waiting for the command. SIGUSR1 starts recording and SIGUSR2 stops it\n\
+      (tracing goes on; see --delay, --capture-range).\n\n\
+      Exit status:\n  \
+      0     all is well\n  \
+      1     an error prevented tracing, or report/export failed (a one-line message says why)\n  \
+      2     bad arguments\n  \
+      74    the trace is incomplete: rows or session.json could not be written (disk full,\n        \
+      read-only or failing file system, output removed; session.json's `output` says what)\n  \
+      N     record: the traced command failed with status N (128+S when signal S ended it);\n        \
+      it wins over 74\n  \
+      128+S record: a second stop signal S ended the session before the command exited")]
 pub(crate) struct Cli {
+    /// No progress bars or status lines on stderr (errors and warnings are still printed).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -197,18 +203,39 @@ impl SelectArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
-    /// Output directory [default: ./npu-trace-<date>-<time>].
-    #[arg(long, short, value_name = "DIR")]
-    out: Option<PathBuf>,
+    /// Output directory, a new or empty one; placeholders: %h host name, %p pid (record: the
+    /// command's; attach: the pids joined by +; system-wide: the agent's), %r rank (RANK,
+    /// OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID; attach: of the first
+    /// process), %t start time (YYYYMMDD-HHMMSS), %% a percent sign.
+    #[arg(long, short, value_name = "DIR", default_value = outname::DEFAULT)]
+    out: PathBuf,
     #[command(flatten)]
     select: SelectArgs,
-    /// Stop after this long (e.g. 30s, 500ms, 2m); otherwise at Ctrl-C, SIGTERM, or when the
-    /// traced processes end.
+    /// Stop this long after recording began (after --delay, or the first --capture-range
+    /// range; e.g. 30s, 500ms, 2m); otherwise at Ctrl-C, SIGTERM, or when the traced
+    /// processes end.
     #[arg(long, value_parser = parse_duration, value_name = "TIME")]
     duration: Option<Duration>,
-    /// Print an [ENTER]/[EXIT] line per call to stdout as it happens.
+    /// Record nothing until this long after tracing began (the probes are attached at once;
+    /// SIGUSR1 starts recording earlier, SIGUSR2 cancels the delayed start).
+    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    delay: Option<Duration>,
+    /// Record only inside mstx ranges (mstxRangeStartA/mstxRangeEnd, and the domain ones) with
+    /// this message, per process: mstx:MESSAGE, or mstx:PREFIX* for messages that start with
+    /// PREFIX.
+    #[arg(long, value_name = "mstx:MESSAGE")]
+    capture_range: Option<String>,
+    /// With --capture-range: each process records at most N ranges; tracing stops once every
+    /// process that began one has ended its Nth (or exited).
+    #[arg(long, value_name = "N", requires = "capture_range")]
+    capture_range_count: Option<u32>,
+    /// Print each call to stdout as it happens (--print-format).
     #[arg(long)]
     print: bool,
+    /// How --print prints: text ([ENTER]/[EXIT] lines) or json (one object per line);
+    /// implies --print.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    print_format: Option<PrintFormat>,
     /// Ring-buffer size in MiB (a power of two); raise it if session.json reports drops.
     #[arg(long, default_value_t = DEFAULT_RINGBUF_BYTES >> 20, value_name = "MIB")]
     ringbuf_mb: u32,
@@ -280,20 +307,31 @@ impl TraceArgs {
         if !mb.is_power_of_two() || mb > 1024 {
             bail!("--ringbuf-mb must be a power of two up to 1024, got {mb}");
         }
+        let capture_range = self
+            .capture_range
+            .map(|spec| RangeSpec::parse(&spec, self.capture_range_count))
+            .transpose()?;
         Ok(TraceOptions {
             mode,
             selection: self.select.selection()?,
             catalog: Arc::new(self.select.catalog()?),
             libs: self.select.lib,
-            out_dir: self.out.unwrap_or_else(default_out_dir),
+            out_dir: self.out,
             duration: self.duration,
-            print: self.print,
+            delay: self.delay,
+            capture_range,
+            print: match (self.print, self.print_format) {
+                (_, Some(format)) => Some(format),
+                (true, None) => Some(PrintFormat::Text),
+                (false, None) => None,
+            },
             ringbuf_bytes: mb << 20,
         })
     }
 }
 
 pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
+    say::set_quiet(cli.quiet);
     match cli.command {
         Command::Record {
             trace,
@@ -340,7 +378,7 @@ pub(crate) const EXIT_TRACE_INCOMPLETE: u8 = 74;
 fn finish(summary: TraceSummary, stats: bool) -> Result<ExitCode> {
     let s = &summary.session;
     let rows: u64 = s.rows.values().sum();
-    eprintln!(
+    status!(
         "npu-bpftrace: {} calls, {rows} rows in {} files, {} drops, {} incomplete -> {}",
         s.correlation.calls,
         s.files,
@@ -432,26 +470,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("duration must be positive, got '{s}'"));
     }
     Ok(Duration::from_secs_f64(seconds))
-}
-
-fn default_out_dir() -> PathBuf {
-    let secs = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as libc::time_t);
-    // SAFETY: `libc::tm` is a C struct of integers (and a pointer that may be null), for
-    // which all-zero bytes are a valid value.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers; localtime_r is thread-safe.
-    unsafe { libc::localtime_r(&secs, &mut tm) };
-    PathBuf::from(format!(
-        "npu-trace-{:04}{:02}{:02}-{:02}{:02}{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    ))
 }
 
 #[cfg(test)]

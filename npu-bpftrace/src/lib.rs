@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod attach;
 pub mod bpf;
+pub mod capture;
 pub mod caps;
 pub mod channel;
 pub mod discovery;
@@ -20,8 +21,10 @@ pub mod driver;
 pub mod export;
 pub mod listing;
 pub mod outdir;
+pub mod outname;
 pub mod progress;
 pub mod report;
+pub mod say;
 pub mod session;
 pub mod signals;
 pub mod sink;

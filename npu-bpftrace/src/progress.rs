@@ -58,7 +58,7 @@ pub struct StatusLine {
 impl StatusLine {
     pub fn new() -> Self {
         // SAFETY: isatty has no preconditions.
-        let enabled = unsafe { libc::isatty(2) } == 1;
+        let enabled = unsafe { libc::isatty(2) } == 1 && !crate::say::quiet();
         let now = Instant::now();
         Self {
             enabled,

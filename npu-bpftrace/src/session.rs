@@ -62,6 +62,7 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
         files: 0,
         bytes: 0,
         output: Default::default(),
+        capture: Default::default(),
     }
 }
 

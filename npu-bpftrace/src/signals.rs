@@ -1,4 +1,5 @@
-//! The signals that stop a session (SIGINT, SIGTERM, SIGHUP), with where each came from.
+//! The signals that stop a session (SIGINT, SIGTERM, SIGHUP), with where each came from,
+//! and those that start and stop recording within it (SIGUSR1, SIGUSR2).
 //!
 //! tokio's signal streams say only that a signal arrived. Stopping needs more: in `record`
 //! mode the first stop signal is passed on to the traced command unless the terminal already
@@ -15,6 +16,9 @@ use tokio::io::{Interest, unix::AsyncFd};
 
 /// The signals that end a session: SIGHUP (an ssh disconnect) is treated like SIGTERM.
 pub const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// The signals that start (SIGUSR1) and stop (SIGUSR2) recording, as nsys and perf's
+/// control fds do; the session goes on.
+pub const CONTROL_SIGNALS: [i32; 2] = [libc::SIGUSR1, libc::SIGUSR2];
 
 /// The pipe's write end, for the handler (-1 until installed).
 static WRITE_END: AtomicI32 = AtomicI32::new(-1);
@@ -29,14 +33,21 @@ pub struct Caught {
 }
 
 impl Caught {
-    /// `SIGINT`, `SIGTERM` or `SIGHUP`.
+    /// `SIGINT`, `SIGTERM`, `SIGHUP`, `SIGUSR1` or `SIGUSR2`.
     pub fn name(self) -> &'static str {
         match self.signo {
             libc::SIGINT => "SIGINT",
             libc::SIGTERM => "SIGTERM",
             libc::SIGHUP => "SIGHUP",
+            libc::SIGUSR1 => "SIGUSR1",
+            libc::SIGUSR2 => "SIGUSR2",
             _ => "a signal",
         }
+    }
+
+    /// One of [`STOP_SIGNALS`] (not a [`CONTROL_SIGNALS`] one).
+    pub fn is_stop(self) -> bool {
+        STOP_SIGNALS.contains(&self.signo)
     }
 
     /// The status a shell reports for a process this signal ended: 128 + its number.
@@ -45,13 +56,14 @@ impl Caught {
     }
 }
 
-/// The stop signals of this process, as an async stream.
+/// The stop and control signals of this process, as an async stream.
 pub struct StopSignals {
     read_end: AsyncFd<OwnedFd>,
 }
 
 impl StopSignals {
-    /// Installs the handler for [`STOP_SIGNALS`]; from now on they no longer end the process.
+    /// Installs the handler for [`STOP_SIGNALS`] and [`CONTROL_SIGNALS`]; from now on they
+    /// no longer end the process.
     /// Must run inside the tokio runtime.
     pub fn install() -> io::Result<Self> {
         let mut fds = [0; 2];
@@ -66,7 +78,7 @@ impl StopSignals {
             // SAFETY: the fd of an earlier installation, which nobody reads any more.
             unsafe { libc::close(old) };
         }
-        for signo in STOP_SIGNALS {
+        for signo in STOP_SIGNALS.into_iter().chain(CONTROL_SIGNALS) {
             // SAFETY: a zeroed sigaction is a valid value (no handler, empty mask, no flags).
             let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
             action.sa_sigaction = on_signal as *const () as usize;
@@ -81,7 +93,17 @@ impl StopSignals {
         Ok(Self { read_end })
     }
 
-    /// The next stop signal.
+    /// The next stop signal; control signals meanwhile are ignored (recording is ending).
+    pub async fn recv_stop(&mut self) -> io::Result<Caught> {
+        loop {
+            let caught = self.recv().await?;
+            if caught.is_stop() {
+                return Ok(caught);
+            }
+        }
+    }
+
+    /// The next stop or control signal.
     pub async fn recv(&mut self) -> io::Result<Caught> {
         loop {
             let mut guard = self.read_end.readable().await?;

@@ -1,6 +1,7 @@
 //! The probe model: what a catalog entry says about a traced function.
 use tracer_common::{
-    NO_ARG, ProbeRole, ProbeSpec, SPEC_OUT_SCAN, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_RAW,
+    NO_ARG, ProbeRole, ProbeSpec, SPEC_ALWAYS, SPEC_OUT_SCAN, SPEC_QUIET, SPEC_RANGE_END,
+    SPEC_RANGE_START, TEXT_FUNC_HANDLE, TEXT_RAW,
 };
 use tracer_schema::{
     rows::{ApiArgs, RAW_ARGS},
@@ -236,6 +237,23 @@ pub enum Role {
 }
 
 impl Role {
+    /// The [`ProbeSpec`] flags this role sets: what the BPF programs do with such calls
+    /// besides recording them.
+    pub const fn spec_flags(self) -> u8 {
+        match self {
+            Self::OpPrepare => SPEC_OUT_SCAN,
+            // They name what later calls do: recorded outside capture windows too.
+            Self::RegisterStub
+            | Self::RegisterFunction
+            | Self::RegisterAllKernels
+            | Self::CommInit
+            | Self::DomainCreate => SPEC_ALWAYS,
+            Self::RangeStartA | Self::DomainRangeStart => SPEC_RANGE_START,
+            Self::RangeEnd | Self::DomainRangeEnd => SPEC_RANGE_END,
+            _ => 0,
+        }
+    }
+
     /// Roles of calls that are one operator call each (a row of table `op`).
     pub const fn is_operator_call(self) -> bool {
         matches!(
@@ -331,14 +349,17 @@ impl ProbeDef {
                 Some((_, Text::DevBinary)) => TEXT_RAW,
                 _ => 0,
             },
+            range_id_arg: match self.role {
+                Role::RangeEnd | Role::DomainRangeEnd => self
+                    .args
+                    .iter()
+                    .find(|a| a.column == Column::RangeId)
+                    .map_or(NO_ARG, |a| a.index),
+                _ => NO_ARG,
+            },
             _pad: 0,
             role: self.device_role as u8,
-            flags: if quiet { SPEC_QUIET } else { 0 }
-                | if self.role == Role::OpPrepare {
-                    SPEC_OUT_SCAN
-                } else {
-                    0
-                },
+            flags: if quiet { SPEC_QUIET } else { 0 } | self.role.spec_flags(),
         }
     }
 

@@ -40,6 +40,8 @@ pub enum RecordKind {
     BinaryPiece = 7,
     /// What the integer arguments of a returning call pointed at: [`OutScan`].
     OutScan = 8,
+    /// An mstx range opened or closed a process's capture window: [`WindowEdge`].
+    Window = 9,
 }
 
 impl RecordKind {
@@ -53,6 +55,7 @@ impl RecordKind {
             6 => Some(Self::ChannelData),
             7 => Some(Self::BinaryPiece),
             8 => Some(Self::OutScan),
+            9 => Some(Self::Window),
             _ => None,
         }
     }
@@ -300,10 +303,13 @@ pub struct ProbeSpec {
     /// [`TEXT_FUNC_HANDLE`]: `text_arg` is a function handle, named through the handle
     /// layout of [`DeviceLayout`]; [`TEXT_RAW`]: it points to bytes copied as they are.
     pub text_flags: u8,
-    pub _pad: u16,
+    /// [`SPEC_RANGE_END`]: the argument holding the range id, else [`NO_ARG`].
+    pub range_id_arg: u8,
+    pub _pad: u8,
     /// A [`ProbeRole`] as u8: what else the probe does besides ENTER/EXIT.
     pub role: u8,
-    /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only); [`SPEC_OUT_SCAN`].
+    /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only); [`SPEC_OUT_SCAN`],
+    /// [`SPEC_ALWAYS`], [`SPEC_RANGE_START`], [`SPEC_RANGE_END`].
     pub flags: u8,
 }
 
@@ -321,6 +327,18 @@ pub const RAW_TEXT_LEN: usize = 24;
 pub const SPEC_QUIET: u8 = 1;
 /// `ProbeSpec::flags`: at return, read what each integer argument points at ([`OutScan`]).
 pub const SPEC_OUT_SCAN: u8 = 2;
+/// `ProbeSpec::flags`: recorded outside capture windows too. Calls that teach the pipeline
+/// what later calls mean (kernel registration, communicator creation, mstx domains): a
+/// window's kernels, collectives and domain ranges are named by them.
+pub const SPEC_ALWAYS: u8 = 4;
+/// `ProbeSpec::flags`: an mstx range start (`mstxRangeStartA`, `mstxDomainRangeStartA`): its
+/// text argument is the message, its return value the range id. With an mstx capture range
+/// ([`Config::capture_mstx`]) one whose message matches [`CaptureMatch`] opens its process's
+/// window.
+pub const SPEC_RANGE_START: u8 = 8;
+/// `ProbeSpec::flags`: an mstx range end; argument `range_id_arg` is the range id. The end
+/// of the range that opened a window closes it.
+pub const SPEC_RANGE_END: u8 = 16;
 /// Integer arguments an [`OutScan`] reads through: operators have up to a dozen parameters
 /// before their two out-parameters, so more than [`MAX_ARGS`].
 pub const SCAN_ARGS: usize = 16;
@@ -357,6 +375,7 @@ impl ProbeSpec {
         out_arg: NO_ARG,
         out_size: 0,
         text_flags: 0,
+        range_id_arg: NO_ARG,
         _pad: 0,
         role: ProbeRole::Api as u8,
         flags: 0,
@@ -524,6 +543,11 @@ pub struct PendingTask {
 /// `TaskInfo::flags`: the task was loaded into a model's stream (`halStreamTaskFill`), not
 /// sent to run; it runs each time the model executes.
 pub const TASK_FILLED: u8 = 1;
+/// `TaskInfo::flags`: the task was submitted outside a capture window (by a call that is
+/// not recorded). Its submission still reaches the agent, so that the profiling channel's
+/// records of it (which name no process) are known and dropped; its completion entry is
+/// dropped in the kernel. No row comes of it.
+pub const TASK_UNRECORDED: u8 = 2;
 
 /// A task submission (one SQE of a `halSqTaskSend`), for joining device-side records
 /// that carry no process: the profiling channel's begin/end records name only the device,
@@ -623,6 +647,14 @@ pub struct Frame {
 
 /// `Frame::flags`: a `prof_channel_read` of another profiler whose bytes are copied at EXIT.
 pub const FRAME_COPY_CHANNEL: u16 = 1;
+/// `Frame::flags`: the call is not recorded (its outermost call began outside a capture
+/// window): no ENTER/EXIT records, and neither for the calls nested in it.
+pub const FRAME_UNRECORDED: u16 = 2;
+/// `Frame::flags`: this mstx range start opened its process's capture window; its return
+/// value is the range id whose end closes it.
+pub const FRAME_OPENS_WINDOW: u16 = 4;
+/// `Frame::flags`: this mstx range end closes its process's capture window when it returns.
+pub const FRAME_CLOSES_WINDOW: u16 = 8;
 
 /// Per-thread call stack kept in the BPF map `THREADS`.
 ///
@@ -654,6 +686,65 @@ pub struct Config {
     /// reads of it are copied ([`ProbeRole::ChannelRead`]); devices 0-63, as the driver's
     /// `DEV_NUM`.
     pub passive_devices: u64,
+    /// Non-zero: recording is paused (`--delay`, SIGUSR2): calls that begin now are not
+    /// recorded. Probes stay attached and keep their per-thread state.
+    pub paused: u8,
+    /// Non-zero: a call is recorded only inside an open mstx capture window of its process
+    /// (`CAPTURE`), opened by a range start whose message matches [`CaptureMatch`].
+    pub capture_mstx: u8,
+    pub _pad: u16,
+    /// Capture windows a process opens at most (`--capture-range-count`); 0: no limit.
+    pub capture_ranges: u32,
+}
+
+/// The message an mstx range start must have to open a capture window (BPF array
+/// `CAPTURE_MATCH`, index 0).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CaptureMatch {
+    /// Bytes of `text` to compare (at most [`TEXT_LEN`] - 2, so that a message cut short at
+    /// [`TEXT_LEN`] - 1 bytes never equals it).
+    pub len: u32,
+    /// Non-zero: a message that starts with `text` matches; otherwise it must equal it.
+    pub prefix: u32,
+    pub text: [u8; TEXT_LEN],
+}
+
+impl Default for CaptureMatch {
+    fn default() -> Self {
+        Self {
+            len: 0,
+            prefix: 0,
+            text: [0; TEXT_LEN],
+        }
+    }
+}
+
+/// A process's mstx capture state (BPF hash `CAPTURE`, keyed by tgid).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CaptureState {
+    /// Non-zero while the window is open.
+    pub open: u32,
+    /// Windows this process closed.
+    pub ranges: u32,
+    /// The id of the range that opened the window (0 until its start returned).
+    pub range_id: u64,
+}
+
+/// A process's capture window opened (at the matching range start's ENTER) or closed (at
+/// its range end's EXIT).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WindowEdge {
+    /// The thread of the mstx call; `ts_ns` when the window opened or closed.
+    pub header: RecordHeader,
+    /// The range's id (0 at opening: the start has not returned yet).
+    pub range_id: u64,
+    /// 1: opened; 0: closed.
+    pub open: u32,
+    /// Windows the process closed, this one included.
+    pub ranges: u32,
 }
 
 #[cfg(feature = "user")]
@@ -675,6 +766,10 @@ mod pod {
     unsafe impl aya::Pod for super::TaskInfo {}
     // SAFETY: see above.
     unsafe impl aya::Pod for super::PendingTask {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for super::CaptureMatch {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for super::CaptureState {}
 }
 
 /// The wire layout, checked at compile time in the BPF build and the agent's alike: both
@@ -709,6 +804,10 @@ const _: () = {
     assert!(offset_of!(DeviceLayout, handle_wrapper_magic) == 56);
     assert!(size_of::<DeviceLayout>() == 56 + 8);
     assert!(size_of::<ThreadState>() == 8 + (MAX_DEPTH + 1) * 24);
+    assert!(size_of::<Config>() == 24);
+    assert!(size_of::<CaptureMatch>() == 8 + TEXT_LEN);
+    assert!(size_of::<CaptureState>() == 16);
+    assert!(size_of::<WindowEdge>() == 24 + 16);
 };
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use tracer_common::{
-    DropKind, RecordHeader, RecordKind, TASK_FILLED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
+    DropKind, RecordHeader, RecordKind, TASK_FILLED, TASK_UNRECORDED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
 use tracer_catalog::{self as catalog, ChipLayout, Payload, ProbeDef, Role, TaskKind};
@@ -221,6 +221,14 @@ impl Waiting {
         self.0.values().flatten()
     }
 
+    /// Keeps the submissions `keep` accepts.
+    fn retain(&mut self, keep: impl Fn(&Submitted) -> bool) {
+        for queue in self.0.values_mut() {
+            queue.retain(&keep);
+        }
+        self.0.retain(|_, queue| !queue.is_empty());
+    }
+
     fn drain(&mut self) -> impl Iterator<Item = (DeviceTaskKey, Submitted)> + '_ {
         self.0
             .drain()
@@ -234,6 +242,11 @@ struct Submitted {
     pid: u32,
     info: TaskInfo,
     begin_cnt: Option<u64>,
+}
+
+/// A task submitted outside a capture window: its device records are consumed and dropped.
+fn unrecorded(info: &TaskInfo) -> bool {
+    info.flags & TASK_UNRECORDED != 0
 }
 
 /// Channel records that arrived before their submission (the ring buffer and the channel
@@ -534,7 +547,7 @@ impl Activity {
             return;
         }
         let correlation_id = submit.info.correlation_id;
-        if correlation_id != 0 {
+        if correlation_id != 0 && !unrecorded(&submit.info) {
             *self.tasks_per_call.entry(correlation_id).or_default() += 1;
             let context = self.contexts.get(&correlation_id);
             if let Some(kind) = task_kind(self.chip, submit.info.sqe_type, context)
@@ -649,6 +662,9 @@ impl Activity {
                 self.stats.channel_records_unmatched += 2;
                 continue;
             };
+            if unrecorded(&execution.submitted.info) {
+                continue;
+            }
             let info = TaskInfo {
                 block_dim: loaded.info.block_dim,
                 sqe_type: loaded.info.sqe_type,
@@ -681,6 +697,20 @@ impl Activity {
             self.submitted.push(key, waiting);
             return;
         };
+        if unrecorded(&submitted.info) {
+            // Outside a capture window: no row. A model execution is still remembered, so
+            // that the runs of its loaded tasks are known and dropped with it.
+            if submitted.info.sqe_type == self.chip.model_execute_sqe {
+                let begin = begin.unwrap_or(0);
+                let execution = Execution {
+                    submitted,
+                    end_cnt: end,
+                    read_ns: records.read_ns,
+                };
+                self.executions.insert((device_id, begin), execution);
+            }
+            return;
+        }
         // A task's begin record precedes its end on the device: an end without one means
         // the begin was lost (a full channel buffer). The task keeps its end time.
         let begin = begin.unwrap_or_else(|| {
@@ -870,6 +900,8 @@ impl Activity {
             self.emit(held);
         }
         self.tasks_lost(missing, now_ns);
+        // Not recorded: nothing is missing.
+        self.submitted.retain(|s| !unrecorded(&s.info));
         // Channel-timed tasks whose end record never came.
         // Each lacks its end record, and its begin too if none came.
         self.stats.channel_records_lost += self
@@ -931,7 +963,7 @@ impl Activity {
     /// stopped). Channel-timed tasks are not waiting for one: they are missing only if
     /// their end record never comes (see [`Activity::finish`]).
     pub fn tasks_lost(&mut self, lost: &[(TaskKey, TaskInfo)], now_ns: u64) {
-        for (key, info) in lost {
+        for (key, info) in lost.iter().filter(|(_, info)| !unrecorded(info)) {
             let channel_timed = self
                 .soc_devices
                 .get(&key.device_id)

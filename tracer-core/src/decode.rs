@@ -4,7 +4,7 @@ use std::mem::size_of;
 
 use tracer_common::{
     ApiEnter, ApiExit, BinaryPiece, ChannelData, OutScan, RecordHeader, RecordKind, TaskComplete,
-    TaskSubmit,
+    TaskSubmit, WindowEdge,
 };
 
 /// One record from the kernel.
@@ -38,6 +38,9 @@ pub enum Decoded {
     Record(Record),
     Channel(Box<ChannelData>),
     Binary(Box<BinaryPiece>),
+    /// A capture window opened or closed: for the agent's session metadata, not the
+    /// correlator.
+    Window(WindowEdge),
 }
 
 /// Why a record could not be decoded.
@@ -64,6 +67,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         RecordKind::BinaryPiece => {
             return read::<BinaryPiece>(bytes).map(|piece| Decoded::Binary(Box::new(piece)));
         }
+        RecordKind::Window => return read::<WindowEdge>(bytes).map(Decoded::Window),
     };
     record.map(Decoded::Record)
 }
@@ -93,6 +97,8 @@ unsafe impl WireRecord for TaskSubmit {}
 unsafe impl WireRecord for ChannelData {}
 // SAFETY: as above.
 unsafe impl WireRecord for BinaryPiece {}
+// SAFETY: as above.
+unsafe impl WireRecord for WindowEdge {}
 
 fn read<T: WireRecord>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < size_of::<T>() {
@@ -140,8 +146,8 @@ mod tests {
             Err(DecodeError::Short { kind: 0, len: 0 })
         ));
         assert!(matches!(
-            decode(&[9, 0, 0]),
-            Err(DecodeError::UnknownKind(9))
+            decode(&[200, 0, 0]),
+            Err(DecodeError::UnknownKind(200))
         ));
         assert!(matches!(
             decode(&record_bytes(&exit)[..10]),

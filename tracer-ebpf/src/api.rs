@@ -10,16 +10,18 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use tracer_common::{
-    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FRAME_COPY_CHANNEL, Frame, MAX_ARGS, MAX_DEPTH,
-    OutScan, ProbeRole, ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SCAN_ARGS,
-    SPEC_OUT_SCAN, SPEC_QUIET, TEXT_FUNC_HANDLE, TEXT_LEN, TEXT_RAW, ThreadState,
+    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FRAME_CLOSES_WINDOW, FRAME_COPY_CHANNEL,
+    FRAME_OPENS_WINDOW, FRAME_UNRECORDED, Frame, MAX_ARGS, MAX_DEPTH, OutScan, ProbeRole,
+    ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SCAN_ARGS, SPEC_ALWAYS, SPEC_OUT_SCAN,
+    SPEC_QUIET, SPEC_RANGE_END, SPEC_RANGE_START, TEXT_FUNC_HANDLE, TEXT_LEN, TEXT_RAW,
+    ThreadState,
 };
 
 use crate::maps::{
     EVENTS, LAYOUT, PROBE_SPECS, SCAN_SCRATCH, SCANNED_ARGS, THREADS, count_drop, current_ids,
-    is_traced, next_correlation_id, read, submit_flags,
+    is_traced, next_correlation_id, read, submit_flags, window_open,
 };
-use crate::{pieces, tasks};
+use crate::{capture, pieces, tasks};
 
 #[uprobe]
 pub(crate) fn api_enter(ctx: ProbeContext) -> u32 {
@@ -89,7 +91,20 @@ fn on_enter(ctx: &ProbeContext) {
         count_drop(DropKind::StackOverflow);
         return;
     }
-    let parent = state.frames.get(depth).map_or(0, |f| f.correlation_id);
+    let (parent, parent_flags) = state
+        .frames
+        .get(depth)
+        .map_or((0, 0), |f| (f.correlation_id, f.flags));
+    let window = window_flags(&spec, &args, tgid, tid, ts_ns);
+    // Recorded: a call whose outermost call began inside a capture window, whole (nested
+    // calls and device tasks too, past the window's end), and the calls that name what
+    // later calls do.
+    let recorded = spec.flags & SPEC_ALWAYS != 0
+        || if depth == 0 {
+            window & FRAME_OPENS_WINDOW != 0 || window_open(tgid)
+        } else {
+            parent_flags & FRAME_UNRECORDED == 0
+        };
     let correlation_id = next_correlation_id();
     let Some(frame) = state.frames.get_mut(depth + 1) else {
         return;
@@ -106,11 +121,13 @@ fn on_enter(ctx: &ProbeContext) {
             arg(&args, spec.out_arg)
         },
         probe,
-        flags: if passive { FRAME_COPY_CHANNEL } else { 0 },
+        flags: if passive { FRAME_COPY_CHANNEL } else { 0 }
+            | if recorded { 0 } else { FRAME_UNRECORDED }
+            | window,
         aux: args[0] as u32,
     };
     state.depth = depth as u32 + 1;
-    if quiet {
+    if quiet || !recorded {
         return;
     }
 
@@ -142,6 +159,25 @@ fn on_enter(ctx: &ProbeContext) {
     }
     if spec.role == ProbeRole::CaptureBinary as u8 {
         pieces::capture_binary(args[0], correlation_id, tgid, tid, ts_ns);
+    }
+}
+
+/// What an mstx range call does to its process's capture window: [`FRAME_OPENS_WINDOW`]
+/// when it is a range start that opens it, [`FRAME_CLOSES_WINDOW`] when it ends the range
+/// that did, else 0.
+#[inline(always)]
+fn window_flags(spec: &ProbeSpec, args: &[u64; MAX_ARGS], tgid: u32, tid: u32, ts_ns: u64) -> u16 {
+    if spec.flags & (SPEC_RANGE_START | SPEC_RANGE_END) == 0 {
+        return 0;
+    }
+    if spec.flags & SPEC_RANGE_START != 0 {
+        if capture::matches(arg(args, spec.text_arg)) {
+            capture::open(u64::from(tgid) << 32 | u64::from(tid), ts_ns)
+        } else {
+            0
+        }
+    } else {
+        capture::range_end(tgid, arg(args, spec.range_id_arg))
     }
 }
 
@@ -341,7 +377,15 @@ fn on_exit(ctx: &RetProbeContext) {
     if frame.flags & FRAME_COPY_CHANNEL != 0 {
         pieces::on_channel_read(frame.out_ptr, frame.aux, ret, tgid, tid, ts_ns);
     }
-    if spec.flags & SPEC_QUIET != 0 || !is_traced(tgid) {
+    if frame.flags & FRAME_OPENS_WINDOW != 0 {
+        capture::opened(tgid, ret);
+    }
+    let recorded = frame.flags & FRAME_UNRECORDED == 0;
+    if spec.flags & SPEC_QUIET != 0 || !recorded || !is_traced(tgid) {
+        // A window closes even if the agent stopped tracing the process meanwhile.
+        if frame.flags & FRAME_CLOSES_WINDOW != 0 {
+            capture::closed(tgid, tid, ts_ns);
+        }
         return;
     }
     let (out_value, flags) = read_out(frame.out_ptr, spec.out_size);
@@ -359,6 +403,9 @@ fn on_exit(ctx: &RetProbeContext) {
 
     let Some(mut entry) = EVENTS.reserve::<ApiExit>(0) else {
         count_drop(DropKind::ApiExit);
+        if frame.flags & FRAME_CLOSES_WINDOW != 0 {
+            capture::closed(tgid, tid, ts_ns);
+        }
         return;
     };
     entry.write(ApiExit {
@@ -377,6 +424,10 @@ fn on_exit(ctx: &RetProbeContext) {
         _pad: 0,
     });
     entry.submit(submit_flags());
+    // After the range end's own EXIT: it is inside the window it closes.
+    if frame.flags & FRAME_CLOSES_WINDOW != 0 {
+        capture::closed(tgid, tid, ts_ns);
+    }
 }
 
 /// Pops the frame of `probe`. Frames above it (calls whose return was never seen, e.g.

@@ -4,13 +4,16 @@
 use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::tracepoint, programs::TracePointContext};
 use tracer_common::{DropKind, RecordHeader, RecordKind};
 
-use crate::maps::{EVENTS, TARGETS, THREADS, config, count_drop, current_ids, submit_flags};
+use crate::maps::{
+    CAPTURE, EVENTS, TARGETS, THREADS, config, count_drop, current_ids, submit_flags,
+};
 
 #[tracepoint]
 pub(crate) fn sched_process_exit(_ctx: TracePointContext) -> u32 {
     let (tgid, tid) = current_ids();
     // Thread ids are never target keys except a process's main thread.
     let _ = TARGETS.remove(tid);
+    let _ = CAPTURE.remove(tid);
     if THREADS.remove(tid).is_err() {
         return 0;
     }

@@ -8,11 +8,13 @@
 //!   completions returned by `halCqReportRecv`.
 //! - [`pieces`]: user memory copied in pieces: what another profiler reads from a
 //!   profiling channel (passive mode), device binaries at registration.
+//! - [`capture`]: capture windows opened and closed by mstx ranges.
 //! - [`maps`]: every BPF map, and small helpers over them.
 // Built for the host only so `cargo clippy --workspace` checks this code too.
 #![cfg_attr(target_arch = "bpf", no_std, no_main)]
 
 mod api;
+mod capture;
 mod lifecycle;
 mod maps;
 mod pieces;

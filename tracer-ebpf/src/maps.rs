@@ -8,8 +8,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Config, DeviceLayout, DropKind, MAX_PROBES, MAX_SCANNED_CALLS, MAX_TARGETS, MAX_TASKS,
-    MAX_THREADS, PendingTask, ProbeSpec, ScannedCall, TaskKey, ThreadState,
+    CaptureMatch, CaptureState, Config, DeviceLayout, DropKind, MAX_PROBES, MAX_SCANNED_CALLS,
+    MAX_TARGETS, MAX_TASKS, MAX_THREADS, PendingTask, ProbeSpec, ScannedCall, TEXT_LEN, TaskKey,
+    ThreadState,
 };
 
 /// Records to the agent. The agent may resize it before load.
@@ -65,6 +66,22 @@ pub(crate) static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARG
 #[map]
 pub(crate) static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
 
+/// The message of the mstx ranges that open capture windows (index 0).
+#[map]
+pub(crate) static CAPTURE_MATCH: Array<CaptureMatch> = Array::with_max_entries(1, 0);
+
+/// Per process (tgid): its mstx capture window, when `Config::capture_mstx` is set.
+#[map]
+pub(crate) static CAPTURE: HashMap<u32, CaptureState> = HashMap::with_max_entries(MAX_TARGETS, 0);
+
+/// A zeroed [`CaptureState`], what a process's first window starts from.
+#[map]
+pub(crate) static CAPTURE_ZERO: Array<CaptureState> = Array::with_max_entries(1, 0);
+
+/// Per-CPU room for a range start's message, to compare with [`CAPTURE_MATCH`].
+#[map]
+pub(crate) static CAPTURE_TEXT: PerCpuArray<[u8; TEXT_LEN]> = PerCpuArray::with_max_entries(1, 0);
+
 /// Offsets of the driver's SQ/CQ structures (index 0), from the probe catalog's description
 /// of the chip the driver reports.
 #[map]
@@ -112,7 +129,25 @@ pub(crate) fn config() -> Config {
 /// Whether calls of process `tgid` are traced.
 #[inline(always)]
 pub(crate) fn is_traced(tgid: u32) -> bool {
-    config().filter_targets == 0 || TARGETS.get_ptr(tgid).is_some()
+    // SAFETY: map value pointer valid for this program run (read in place, not copied).
+    CONFIG.get_ptr(0).is_none_or(|c| unsafe { (*c).filter_targets == 0 })
+        || TARGETS.get_ptr(tgid).is_some()
+}
+
+/// Whether an outermost call of process `tgid` that begins now is recorded: recording is not
+/// paused and, with an mstx capture range, the process's window is open. Reads the map value
+/// in place: a copy of `Config` costs stack the enter program does not have.
+#[inline(always)]
+pub(crate) fn window_open(tgid: u32) -> bool {
+    let Some(cfg) = CONFIG.get_ptr(0) else {
+        return true;
+    };
+    // SAFETY: map value pointers valid for this program run.
+    unsafe {
+        (*cfg).paused == 0
+            && ((*cfg).capture_mstx == 0
+                || CAPTURE.get_ptr(tgid).is_some_and(|s| (*s).open != 0))
+    }
 }
 
 #[inline(always)]

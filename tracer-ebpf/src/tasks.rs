@@ -8,21 +8,23 @@
 //! Sizes and absent fields are masks, not branches: the verifier walks every SQE of a
 //! 256-SQE batch, and a branch per SQE multiplies its work.
 use tracer_common::{
-    DeviceLayout, DropKind, MAX_ARGS, MAX_CQES, MAX_FILL_SQES, MAX_SQES, PendingTask, RecordHeader,
-    RecordKind, SQE_TYPE_MASK, TASK_FILLED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
+    DeviceLayout, DropKind, FRAME_UNRECORDED, MAX_ARGS, MAX_CQES, MAX_FILL_SQES, MAX_SQES,
+    PendingTask, RecordHeader, RecordKind, SQE_TYPE_MASK, TASK_FILLED, TASK_UNRECORDED,
+    TaskComplete, TaskInfo, TaskKey, TaskSubmit,
 };
 
-use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, read, submit_flags};
+use crate::maps::{EVENTS, LAYOUT, TASKS, THREADS, count_drop, read, submit_flags, window_open};
 
 #[inline(always)]
 fn layout() -> Option<&'static DeviceLayout> {
     LAYOUT.get(0)
 }
 
-/// The outermost traced call in flight on `tid`, 0 when none (frame 1 keeps the last
-/// outermost call after it returned: only a depth of one or more makes it current).
+/// The outermost traced call in flight on `tid` (0 when none) and whether it is recorded
+/// (when none, whether process `tgid`'s capture window is open). Frame 1 keeps the last
+/// outermost call after it returned: only a depth of one or more makes it current.
 #[inline(always)]
-fn outermost_call(tid: u32) -> u64 {
+fn outermost_call(tgid: u32, tid: u32) -> (u64, bool) {
     THREADS
         .get_ptr(tid)
         // SAFETY: map value pointer valid for this program run.
@@ -30,9 +32,12 @@ fn outermost_call(tid: u32) -> u64 {
             if (*state).depth == 0 {
                 return None;
             }
-            (*state).frames.get(1).map(|f| f.correlation_id)
+            (*state)
+                .frames
+                .get(1)
+                .map(|f| (f.correlation_id, f.flags & FRAME_UNRECORDED == 0))
         })
-        .unwrap_or(0)
+        .unwrap_or_else(|| (0, window_open(tgid)))
 }
 
 /// `halSqTaskSend(uint32_t devId, struct halTaskSendInfo *info)` at ENTER.
@@ -86,7 +91,14 @@ struct Sqes {
 /// entry also waits for it in `TASKS`.
 #[inline(always)]
 fn on_sqes(l: &DeviceLayout, sent: &Sqes, tgid: u32, tid: u32, ts_ns: u64) {
-    let correlation_id = outermost_call(tid);
+    let (correlation_id, recorded) = outermost_call(tgid, tid);
+    // A model's loaded tasks are recorded whenever they are loaded: they run each time the
+    // model executes, and each run is recorded or not with its execution.
+    let flags = if recorded || sent.flags == TASK_FILLED {
+        sent.flags
+    } else {
+        sent.flags | TASK_UNRECORDED
+    };
     let (task_mask, key_mask) = (l.sqe_task_mask(), l.task_key_mask());
     for i in 0..MAX_FILL_SQES {
         if i >= sent.count {
@@ -110,7 +122,7 @@ fn on_sqes(l: &DeviceLayout, sent: &Sqes, tgid: u32, tid: u32, ts_ns: u64) {
                 tid,
                 block_dim,
                 sqe_type: ty & SQE_TYPE_MASK,
-                flags: sent.flags,
+                flags,
             },
             task_id,
             _pad: 0,
@@ -120,7 +132,7 @@ fn on_sqes(l: &DeviceLayout, sent: &Sqes, tgid: u32, tid: u32, ts_ns: u64) {
         // Only a task that writes a completion entry waits for one (not a model's task
         // loaded to run later). Replaces a stale entry left by a task id that wrapped.
         let key = TaskKey::new(tgid, sent.device_id, stream_id, task_id & key_mask);
-        if wr_cqe && sent.flags == 0 && TASKS.insert(key, pending, 0).is_err() {
+        if wr_cqe && sent.flags & TASK_FILLED == 0 && TASKS.insert(key, pending, 0).is_err() {
             count_drop(DropKind::TaskMapFull);
         }
         emit_submit(&pending, sent, stream_id, tgid, ts_ns);
@@ -182,6 +194,18 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
     };
     let (stream_id, task_id) = (stream_id & l.cqe_stream_mask, task_id & l.cqe_task_mask());
     let key = TaskKey::new(tgid, device_id, stream_id, task_id & l.task_key_mask());
+    // A task submitted outside a capture window is dropped here, deliberately: not counted.
+    // One whose submission was never seen (before tracing began) counts as recorded when
+    // the process's window is open.
+    // SAFETY: map value pointer valid for this program run.
+    let recorded = match TASKS.get_ptr(key) {
+        Some(pending) => unsafe { (*pending).info.flags & TASK_UNRECORDED == 0 },
+        None => window_open(tgid),
+    };
+    if !recorded {
+        let _ = TASKS.remove(key);
+        return;
+    }
     let Some(mut entry) = EVENTS.reserve::<TaskComplete>(0) else {
         count_drop(DropKind::TaskComplete);
         let _ = TASKS.remove(key);

@@ -170,6 +170,64 @@ impl OutputStats {
     }
 }
 
+/// What opened or closed a capture window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowCause {
+    /// The session started recording at once (no `--delay`).
+    Start,
+    /// `--delay` ran out.
+    Delay,
+    /// SIGUSR1 started recording.
+    Sigusr1,
+    /// SIGUSR2 stopped recording.
+    Sigusr2,
+    /// An mstx range with the `--capture-range` message started or ended.
+    MstxRange,
+    /// The session stopped.
+    Stop,
+}
+
+/// A span of time in which recording was on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureWindow {
+    /// CLOCK_MONOTONIC ns.
+    pub start_ns: u64,
+    /// Null only in a session that did not finish.
+    pub end_ns: Option<u64>,
+    pub opened_by: WindowCause,
+    pub closed_by: Option<WindowCause>,
+    /// The process whose mstx range made the window (`mstx_range` windows); null for the
+    /// windows of every process (started and stopped by the session, `--delay`, signals).
+    pub pid: Option<u32>,
+    /// The thread that called the range's start (and, when it closed it, its end).
+    pub tid: Option<u32>,
+    /// The mstx range id (null when the range never returned its id).
+    pub range_id: Option<u64>,
+}
+
+/// `--capture-range`: which mstx ranges open windows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureRange {
+    /// The message ranges must have; ending in `*`: the start it must have.
+    pub message: String,
+    /// Windows each process opens at most (`--capture-range-count`); null: no limit.
+    pub count: Option<u32>,
+}
+
+/// When recording was on (`capture` in session.json). A call is recorded when its outermost
+/// call began inside a window of every process (`pid` null) and, with a capture range,
+/// inside a window of its own process; it is then recorded whole, with its nested calls and
+/// device tasks.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capture {
+    /// `--delay` in ns.
+    pub delay_ns: Option<u64>,
+    pub range: Option<CaptureRange>,
+    /// In the order they opened.
+    pub windows: Vec<CaptureWindow>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
     /// [`SCHEMA_VERSION`] of the writer.
@@ -212,6 +270,9 @@ pub struct Session {
     /// Write errors and the rows they cost; absent in sessions written before it existed.
     #[serde(default)]
     pub output: OutputStats,
+    /// When recording was on; absent in sessions written before it existed.
+    #[serde(default)]
+    pub capture: Capture,
 }
 
 impl Session {

@@ -49,7 +49,7 @@ pub struct Summary {
 pub fn run(dir: &Path, format: Format, out: &Path) -> Result<Summary> {
     let dataset = Dataset::open(dir)?;
     let file = File::create(out).with_context(|| format!("cannot write {}", out.display()))?;
-    let progress = std::io::stderr().is_terminal();
+    let progress = std::io::stderr().is_terminal() && !crate::say::quiet();
     let written = export(&dataset, format, BufWriter::new(file), progress)
         .with_context(|| format!("writing {}", out.display()));
     let summary = match written {
@@ -60,7 +60,7 @@ pub fn run(dir: &Path, format: Format, out: &Path) -> Result<Summary> {
             return Err(e);
         }
     };
-    eprintln!(
+    crate::status!(
         "npu-bpftrace: exported {} {} ({} processes, {} devices) to {}",
         summary.events,
         match format {
