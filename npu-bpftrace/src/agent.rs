@@ -476,7 +476,8 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     }
 
     let mut windows = Windows::new(
-        opts.delay.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        opts.delay
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         opts.capture_range.as_ref(),
         started_ns,
         opts.delay.is_some(),

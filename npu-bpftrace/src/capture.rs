@@ -172,16 +172,26 @@ impl Windows {
     /// With at most `count` windows per process: whether every process that opened one has
     /// closed its last, or exited (`alive` says which still run).
     pub fn ranges_done(&self, count: u32, alive: impl Fn(u32) -> bool) -> bool {
-        let pids: Vec<u32> = self.open.keys().chain(self.closed.keys()).copied().collect();
+        let pids: Vec<u32> = self
+            .open
+            .keys()
+            .chain(self.closed.keys())
+            .copied()
+            .collect();
         !pids.is_empty()
-            && pids.into_iter().all(|pid| {
-                self.closed.get(&pid).is_some_and(|&n| n >= count) || !alive(pid)
-            })
+            && pids
+                .into_iter()
+                .all(|pid| self.closed.get(&pid).is_some_and(|&n| n >= count) || !alive(pid))
     }
 
     /// The windows when the session stops at `stop_ns`: those still open end then.
     pub fn finish(mut self, stop_ns: u64) -> Capture {
-        let open: Vec<usize> = self.global.take().into_iter().chain(self.open.drain().map(|(_, at)| at)).collect();
+        let open: Vec<usize> = self
+            .global
+            .take()
+            .into_iter()
+            .chain(self.open.drain().map(|(_, at)| at))
+            .collect();
         for at in open {
             self.close(at, stop_ns, WindowCause::Stop);
         }
@@ -285,8 +295,15 @@ mod tests {
             .map(|w| (w.start_ns, w.end_ns, w.range_id))
             .collect();
         assert_eq!(mine, [(5, Some(8), Some(7)), (9, Some(12), Some(7))]);
-        let other = capture.windows.iter().find(|w| w.pid == Some(11)).expect("11");
-        assert_eq!((other.end_ns, other.closed_by), (Some(20), Some(WindowCause::Stop)));
+        let other = capture
+            .windows
+            .iter()
+            .find(|w| w.pid == Some(11))
+            .expect("11");
+        assert_eq!(
+            (other.end_ns, other.closed_by),
+            (Some(20), Some(WindowCause::Stop))
+        );
         assert_eq!(capture.windows[0].opened_by, WindowCause::Start);
     }
 }

@@ -29,7 +29,10 @@ use tracer_catalog::Catalog;
     after_help = "Examples:\n  \
       sudo npu-bpftrace record -- python train.py      trace a command and its children\n  \
       sudo npu-bpftrace attach --pid 4242 --duration 30s\n  \
-      sudo npu-bpftrace record --system-wide --out /data/trace\n  \
+      sudo npu-bpftrace record --system-wide --out /data/trace-%h\n  \
+      sudo npu-bpftrace record --capture-range mstx:step --capture-range-count 3 -- python train.py\n  \
+      sudo npu-bpftrace attach --pid 4242 --delay 10s --duration 5s\n  \
+      sudo npu-bpftrace record --print-format json --quiet -- ./a.out | jq .name\n  \
       npu-bpftrace probes                              list what can be traced\n  \
       npu-bpftrace report DIR                          summarize a recorded trace\n  \
       npu-bpftrace export DIR -o trace.json            timeline for Perfetto UI / chrome://tracing\n  \
@@ -53,7 +56,8 @@ use tracer_catalog::Catalog;
       read-only or failing file system, output removed; session.json's `output` says what)\n  \
       N     record: the traced command failed with status N (128+S when signal S ended it);\n        \
       it wins over 74\n  \
-      128+S record: a second stop signal S ended the session before the command exited")]
+      128+S record: a second stop signal S ended the session before the command exited"
+)]
 pub(crate) struct Cli {
     /// No progress bars or status lines on stderr (errors and warnings are still printed).
     #[arg(long, short, global = true)]
@@ -547,6 +551,57 @@ mod tests {
             panic!("not attach");
         };
         assert_eq!(pids, [1, 2, 3]);
+    }
+
+    /// Capture control and output conventions reach the trace options.
+    #[test]
+    fn capture_arguments() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["npu-bpftrace", "record"], args, &["--", "a.out"]].concat())
+        };
+        let options = |args: &[&str]| {
+            let Command::Record { trace, .. } = parse(args).expect("parses").command else {
+                panic!("not record");
+            };
+            trace.options(Mode::SystemWide)
+        };
+        let o = options(&[
+            "--delay",
+            "2s",
+            "--capture-range",
+            "mstx:step*",
+            "--capture-range-count",
+            "3",
+            "--print-format",
+            "json",
+            "--out",
+            "t-%h",
+        ])
+        .expect("valid");
+        assert_eq!(o.delay, Some(Duration::from_secs(2)));
+        let range = o.capture_range.expect("range");
+        assert_eq!(
+            (range.message.as_str(), range.prefix, range.count),
+            ("step", true, Some(3))
+        );
+        assert_eq!(
+            o.print,
+            Some(PrintFormat::Json),
+            "--print-format implies --print"
+        );
+        assert_eq!(o.out_dir, PathBuf::from("t-%h"));
+        let o = options(&["--print"]).expect("valid");
+        assert_eq!(
+            (o.print, o.out_dir),
+            (Some(PrintFormat::Text), PathBuf::from(outname::DEFAULT))
+        );
+        assert!(options(&["--capture-range", "nvtx:step"]).is_err());
+        assert!(
+            parse(&["--capture-range-count", "3"]).is_err(),
+            "needs --capture-range"
+        );
+        let quiet = Cli::try_parse_from(["npu-bpftrace", "report", "DIR", "-q"]).expect("global");
+        assert!(quiet.quiet);
     }
 
     #[test]

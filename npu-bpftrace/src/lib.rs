@@ -13,8 +13,8 @@
 pub mod agent;
 pub mod attach;
 pub mod bpf;
-pub mod capture;
 pub mod caps;
+pub mod capture;
 pub mod channel;
 pub mod discovery;
 pub mod driver;

@@ -79,7 +79,12 @@ pub fn rank_in(get: impl Fn(&str) -> Option<String>, whose: &str) -> Result<Stri
     RANK_VARIABLES
         .iter()
         .find_map(|var| get(var).filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())))
-        .ok_or_else(|| format!("no rank in {whose} (none of {} is set)", RANK_VARIABLES.join(", ")))
+        .ok_or_else(|| {
+            format!(
+                "no rank in {whose} (none of {} is set)",
+                RANK_VARIABLES.join(", ")
+            )
+        })
 }
 
 /// The environment variable `var` of process `pid` (as it was started), if readable.
@@ -128,8 +133,14 @@ mod tests {
     #[test]
     fn expands_placeholders() {
         let got = expand(Path::new("/data/%h/trace-r%r-%p-%t-100%%"), &vars()).expect("valid");
-        assert_eq!(got, Path::new("/data/node1/trace-r3-42+43-20260101-120000-100%"));
-        assert_eq!(expand(Path::new("plain"), &vars()).expect("plain"), Path::new("plain"));
+        assert_eq!(
+            got,
+            Path::new("/data/node1/trace-r3-42+43-20260101-120000-100%")
+        );
+        assert_eq!(
+            expand(Path::new("plain"), &vars()).expect("plain"),
+            Path::new("plain")
+        );
         let err = expand(Path::new("t-%x"), &vars()).expect_err("unknown");
         assert!(err.to_string().contains("unknown placeholder %x"), "{err}");
         assert!(expand(Path::new("t-%"), &vars()).is_err());
@@ -139,13 +150,21 @@ mod tests {
         };
         let err = expand(Path::new("t-%r"), &no_rank).expect_err("no rank");
         assert!(err.to_string().contains("%r: no rank"), "{err}");
-        assert!(expand(Path::new("t-%h"), &no_rank).is_ok(), "%r only when used");
+        assert!(
+            expand(Path::new("t-%h"), &no_rank).is_ok(),
+            "%r only when used"
+        );
     }
 
     #[test]
     fn finds_ranks() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |var: &str| pairs.iter().find(|(k, _)| *k == var).map(|(_, v)| v.to_string())
+            move |var: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == var)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         assert_eq!(rank_in(env(&[("RANK", "5")]), "x"), Ok("5".into()));
         assert_eq!(

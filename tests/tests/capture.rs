@@ -18,7 +18,7 @@ use tests::{
     Recording, Row, device::expected_rows, read_truth, record, scratch_dir, sim_bin,
     tracer_command, truth::TASK_TABLES,
 };
-use tracer_catalog::{Catalog, Role};
+use tracer_catalog::Catalog;
 use tracer_common::SPEC_ALWAYS;
 use tracer_schema::session::{CaptureWindow, WindowCause};
 
@@ -84,7 +84,16 @@ impl Windows {
             self.0
                 .iter()
                 .filter(|w| w.pid == Some(pid as u32))
-                .map(|w| within(w, if w.tid == Some(tid as u32) { 0 } else { EDGE_NS }))
+                .map(|w| {
+                    within(
+                        w,
+                        if w.tid == Some(tid as u32) {
+                            0
+                        } else {
+                            EDGE_NS
+                        },
+                    )
+                })
                 .collect(),
         );
         match (global, own) {
@@ -99,7 +108,7 @@ impl Windows {
 fn always(lib: &str, name: &str) -> bool {
     Catalog::builtin()
         .resolve(lib, name)
-        .is_some_and(|def| def.role.spec_flags() & SPEC_ALWAYS != 0 && def.role != Role::Plain)
+        .is_some_and(|def| def.role.spec_flags() & SPEC_ALWAYS != 0)
 }
 
 /// Each truth call with its verdict: the verdict of its outermost call, or `In` when it or
@@ -184,12 +193,17 @@ fn check_windows(recording: &Recording, ranges: bool, early: bool) -> usize {
         assert!(
             matched.contains(key),
             "call inside a window missing: {:?}\nwindows {:?}",
-            truth.iter().find(|c| (u(&c["pid"]), u(&c["tid"]), u(&c["enter_ns"])) == *key),
+            truth
+                .iter()
+                .find(|c| (u(&c["pid"]), u(&c["tid"]), u(&c["enter_ns"])) == *key),
             windows.0
         );
     }
     let outside = verdicts.values().filter(|v| **v == Verdict::Out).count();
-    assert!(outside > 0, "the windows left nothing out: the test proves nothing");
+    assert!(
+        outside > 0,
+        "the windows left nothing out: the test proves nothing"
+    );
     check_tasks(recording, &rows, &verdicts);
     // Nothing left out deliberately is counted as lost.
     assert!(session.complete);
@@ -228,7 +242,9 @@ fn check_tasks(recording: &Recording, api: &[Row], verdicts: &HashMap<(u64, u64,
     let tasks: Vec<Value> = read_truth(&recording.truth)
         .into_values()
         .flatten()
-        .filter(|l| l["type"] == "task" && tests::truth::task_table(l["kind"].as_str().unwrap()).is_some())
+        .filter(|l| {
+            l["type"] == "task" && tests::truth::task_table(l["kind"].as_str().unwrap()).is_some()
+        })
         .collect();
     let of = |wanted: &[Verdict]| {
         let picked: Vec<Value> = tasks
@@ -359,13 +375,26 @@ fn mstx_range() {
     let workload = [
         vec![sim_bin("npu-sim-run")],
         args(&[
-            "--nproc", "2", "--", "npu-sim-app", "train", "--steps", "6", "--step-sleep-ms", "20",
+            "--nproc",
+            "2",
+            "--",
+            "npu-sim-app",
+            "train",
+            "--steps",
+            "6",
+            "--step-sleep-ms",
+            "20",
         ]),
     ]
     .concat();
     let recording = record(
         "capture-mstx",
-        &["--capture-range", "mstx:forward", "--capture-range-count", "3"],
+        &[
+            "--capture-range",
+            "mstx:forward",
+            "--capture-range-count",
+            "3",
+        ],
         &workload,
     );
     let session = recording.session();
@@ -375,7 +404,12 @@ fn mstx_range() {
     for w in session.capture.windows.iter().filter(|w| w.pid.is_some()) {
         per_pid.entry(w.pid.unwrap_or(0)).or_default().push(w);
     }
-    assert_eq!(per_pid.len(), 2, "a window per rank: {:?}", session.capture.windows);
+    assert_eq!(
+        per_pid.len(),
+        2,
+        "a window per rank: {:?}",
+        session.capture.windows
+    );
     for windows in per_pid.values() {
         assert_eq!(windows.len(), 3, "three ranges each: {windows:?}");
         for w in windows {
@@ -397,7 +431,9 @@ fn mstx_range() {
         .count();
     assert_eq!(forward, 6, "{markers:?}");
     assert!(
-        markers.iter().all(|m| m["message"] != "step 3" && m["message"] != "step 0"),
+        markers
+            .iter()
+            .all(|m| m["message"] != "step 3" && m["message"] != "step 0"),
         "{markers:?}"
     );
 }

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use tracer_common::{
-    DropKind, RecordHeader, RecordKind, TASK_FILLED, TASK_UNRECORDED, TaskComplete, TaskInfo, TaskKey, TaskSubmit,
+    DropKind, RecordHeader, RecordKind, TASK_FILLED, TASK_UNRECORDED, TaskComplete, TaskInfo,
+    TaskKey, TaskSubmit,
 };
 
 use tracer_catalog::{self as catalog, ChipLayout, Payload, ProbeDef, Role, TaskKind};

@@ -8,8 +8,7 @@
 //! ranges too: one that starts while paused opens nothing.
 use aya_ebpf::helpers::generated::bpf_probe_read_user_str;
 use tracer_common::{
-    FRAME_CLOSES_WINDOW, FRAME_OPENS_WINDOW, RecordHeader, RecordKind, TEXT_LEN,
-    WindowEdge,
+    FRAME_CLOSES_WINDOW, FRAME_OPENS_WINDOW, RecordHeader, RecordKind, TEXT_LEN, WindowEdge,
 };
 
 use crate::maps::{
@@ -30,6 +29,8 @@ pub(crate) fn open(pid_tgid: u64, ts_ns: u64) -> u16 {
         let Some(zero) = CAPTURE_ZERO.get_ptr(0) else {
             return 0;
         };
+        // By reference: a value would be copied onto the stack first.
+        #[allow(clippy::needless_borrows_for_generic_args)]
         // SAFETY: a map value, valid for this program run, never written.
         let _ = CAPTURE.insert(tgid, unsafe { &*zero }, 0);
     }
@@ -88,7 +89,13 @@ pub(crate) fn closed(tgid: u32, tid: u32, ts_ns: u64) {
     }
     state.open = 0;
     state.ranges += 1;
-    edge(u64::from(tgid) << 32 | u64::from(tid), ts_ns, state.range_id, 0, state.ranges);
+    edge(
+        u64::from(tgid) << 32 | u64::from(tid),
+        ts_ns,
+        state.range_id,
+        0,
+        state.ranges,
+    );
 }
 
 /// Reports a window edge, written in place. A lost edge is not counted as a drop: the agent
@@ -120,7 +127,9 @@ pub(crate) fn matches(message: u64) -> bool {
         return false;
     };
     // SAFETY: map value pointer valid for this program run.
-    let ranges = CONFIG.get_ptr(0).is_some_and(|c| unsafe { (*c).capture_mstx != 0 });
+    let ranges = CONFIG
+        .get_ptr(0)
+        .is_some_and(|c| unsafe { (*c).capture_mstx != 0 });
     if !ranges || message == 0 {
         return false;
     }

@@ -130,7 +130,9 @@ pub(crate) fn config() -> Config {
 #[inline(always)]
 pub(crate) fn is_traced(tgid: u32) -> bool {
     // SAFETY: map value pointer valid for this program run (read in place, not copied).
-    CONFIG.get_ptr(0).is_none_or(|c| unsafe { (*c).filter_targets == 0 })
+    CONFIG
+        .get_ptr(0)
+        .is_none_or(|c| unsafe { (*c).filter_targets == 0 })
         || TARGETS.get_ptr(tgid).is_some()
 }
 
@@ -145,8 +147,7 @@ pub(crate) fn window_open(tgid: u32) -> bool {
     // SAFETY: map value pointers valid for this program run.
     unsafe {
         (*cfg).paused == 0
-            && ((*cfg).capture_mstx == 0
-                || CAPTURE.get_ptr(tgid).is_some_and(|s| (*s).open != 0))
+            && ((*cfg).capture_mstx == 0 || CAPTURE.get_ptr(tgid).is_some_and(|s| (*s).open != 0))
     }
 }
 

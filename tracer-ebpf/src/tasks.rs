@@ -197,8 +197,8 @@ fn emit_completion(l: &DeviceLayout, cqe: u64, device_id: u32, tgid: u32, tid: u
     // A task submitted outside a capture window is dropped here, deliberately: not counted.
     // One whose submission was never seen (before tracing began) counts as recorded when
     // the process's window is open.
-    // SAFETY: map value pointer valid for this program run.
     let recorded = match TASKS.get_ptr(key) {
+        // SAFETY: map value pointer valid for this program run.
         Some(pending) => unsafe { (*pending).info.flags & TASK_UNRECORDED == 0 },
         None => window_open(tgid),
     };
