@@ -19,7 +19,7 @@ use tokio::{
     io::{Interest, unix::AsyncFd},
     sync::{mpsc, oneshot, watch},
 };
-use tracer_common::{Config, TaskInfo, TaskKey, WindowEdge};
+use tracer_common::{Config, SPEC_RANGE_START, TaskInfo, TaskKey, WindowEdge};
 
 use tracer_catalog::{Catalog, ChipLayout, ProbeTable};
 use tracer_core::{
@@ -202,7 +202,21 @@ fn preflight(opts: &TraceOptions) -> Result<()> {
             check_attachable(pid, &opts.catalog)?;
         }
     }
+    if opts.capture_range.is_some() && !traces_range_starts(opts) {
+        bail!(
+            "--capture-range needs the mstx range functions traced: add mstx to --domain, or \
+             --function 'mstxRangeStartA,mstxRangeEnd,mstxDomainRangeStartA,mstxDomainRangeEnd'"
+        );
+    }
     Ok(())
+}
+
+/// Whether the selection traces a function that starts mstx ranges (by its catalog role):
+/// without one no capture window can open.
+fn traces_range_starts(opts: &TraceOptions) -> bool {
+    opts.catalog.entries().iter().any(|entry| {
+        entry.def.role.spec_flags() & SPEC_RANGE_START != 0 && opts.selection.is_enabled(&entry.def)
+    })
 }
 
 /// The output directory: `--out` with its placeholders filled in for this session.

@@ -15,8 +15,11 @@ use std::{
 
 use serde_json::Value;
 use tests::{
-    Recording, Row, device::expected_rows, read_truth, record, scratch_dir, sim_bin,
-    tracer_command, truth::TASK_TABLES,
+    Recording, Row,
+    attach::{start_long_train, stop},
+    device::expected_rows,
+    read_truth, record, scratch_dir, sim_bin, tracer_command,
+    truth::TASK_TABLES,
 };
 use tracer_catalog::Catalog;
 use tracer_common::SPEC_ALWAYS;
@@ -112,8 +115,16 @@ fn always(lib: &str, name: &str) -> bool {
 }
 
 /// Each truth call with its verdict: the verdict of its outermost call, or `In` when it or
-/// a call it is nested in is always recorded. Keyed (pid, tid, enter_ns).
-fn classify(truth: &[Value], windows: &Windows, ranges: bool) -> HashMap<(u64, u64, u64), Verdict> {
+/// a call it is nested in is always recorded and began while traced (`traced`: from the
+/// session's start to its end). A call under an outermost call that began while library
+/// files were still being attached (before `traced.0`) may be seen without its parent: `Edge`.
+/// Keyed (pid, tid, enter_ns).
+fn classify(
+    truth: &[Value],
+    windows: &Windows,
+    ranges: bool,
+    traced: (u64, u64),
+) -> HashMap<(u64, u64, u64), Verdict> {
     let mut by_thread: HashMap<(u64, u64), Vec<&Value>> = HashMap::new();
     for call in truth {
         by_thread
@@ -133,12 +144,17 @@ fn classify(truth: &[Value], windows: &Windows, ranges: bool) -> HashMap<(u64, u
             }
             let inherited = match stack.last() {
                 Some(&(_, v)) => v,
+                None if enter < traced.0 => Verdict::Edge,
                 None => windows.verdict(ranges, pid, tid, enter),
             };
             let name = call["fn"].as_str().unwrap_or_default();
             let lib = call["lib"].as_str().unwrap_or_default();
             let verdict = if always(lib, name) {
-                Verdict::In
+                if (traced.0..=traced.1).contains(&enter) {
+                    Verdict::In
+                } else {
+                    Verdict::Edge
+                }
             } else {
                 inherited
             };
@@ -157,10 +173,22 @@ fn check_windows(recording: &Recording, ranges: bool, early: bool) -> usize {
     let session = recording.session();
     let windows = Windows(session.capture.windows.clone());
     let truth = recording.truth_api();
-    let verdicts = classify(&truth, &windows, ranges);
+    // Every probe is in place once the last library file is attached (`attach` attaches
+    // them one after another while the process runs).
+    let attached = session
+        .attached
+        .iter()
+        .filter_map(|f| f.attached_ns)
+        .max()
+        .unwrap_or(0);
+    let traced = (
+        session.clock_start.monotonic_ns.max(attached),
+        session.clock_end.expect("finished").monotonic_ns,
+    );
+    let verdicts = classify(&truth, &windows, ranges, traced);
     let rows = recording.table("api");
-    // Each row is the truth call on its thread, of its function and depth, whose own times
-    // it brackets.
+    // Each row is the truth call on its thread, of its function, whose own times it brackets
+    // (its depth may be less: a parent in a library not attached yet is not seen).
     let mut matched: HashSet<(u64, u64, u64)> = HashSet::new();
     for row in &rows {
         let call = truth
@@ -169,7 +197,6 @@ fn check_windows(recording: &Recording, ranges: bool, early: bool) -> usize {
                 c["pid"] == row["pid"]
                     && c["tid"] == row["tid"]
                     && c["fn"] == row["name"]
-                    && c["depth"] == row["depth"]
                     && u(&row["start_ns"]) <= u(&c["enter_ns"])
                     && u(&c["exit_ns"]) <= u(&row["end_ns"])
             })
@@ -204,7 +231,7 @@ fn check_windows(recording: &Recording, ranges: bool, early: bool) -> usize {
         outside > 0,
         "the windows left nothing out: the test proves nothing"
     );
-    check_tasks(recording, &rows, &verdicts);
+    check_tasks(recording, &rows, &verdicts, traced.0);
     // Nothing left out deliberately is counted as lost.
     assert!(session.complete);
     assert_eq!(session.total_drops(), 0, "drops: {:?}", session.drops);
@@ -222,8 +249,14 @@ fn check_windows(recording: &Recording, ranges: bool, early: bool) -> usize {
     inside.len()
 }
 
-/// Device tasks: only those of recorded calls, and all of those inside the windows.
-fn check_tasks(recording: &Recording, api: &[Row], verdicts: &HashMap<(u64, u64, u64), Verdict>) {
+/// Device tasks: only those of recorded calls, and all of those inside the windows. A task
+/// submitted before every library file was attached (`attached_ns`) may have no call.
+fn check_tasks(
+    recording: &Recording,
+    api: &[Row],
+    verdicts: &HashMap<(u64, u64, u64), Verdict>,
+    attached_ns: u64,
+) {
     let recorded: HashSet<u64> = api
         .iter()
         .filter_map(|r| r["correlation_id"].as_u64())
@@ -232,8 +265,9 @@ fn check_tasks(recording: &Recording, api: &[Row], verdicts: &HashMap<(u64, u64,
     for table in TASK_TABLES {
         for row in recording.table(table) {
             let id = row["correlation_id"].as_u64();
+            let early = u(&row["submit_ns"]) < attached_ns;
             assert!(
-                id.is_some_and(|id| recorded.contains(&id)),
+                id.is_some_and(|id| recorded.contains(&id) || (id == 0 && early)),
                 "{table} row of no recorded call: {row:?}"
             );
             rows += 1;
@@ -303,7 +337,7 @@ fn signals() {
         .arg(&dir)
         .arg("--")
         .arg(sim_bin("npu-sim-app"))
-        .args(["train", "--steps", "40", "--step-sleep-ms", "40"])
+        .args(["train", "--steps", "60", "--step-sleep-ms", "40"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -438,6 +472,48 @@ fn mstx_range() {
     );
 }
 
+/// A running process: `attach` with a capture range records its next two `forward` ranges
+/// and stops by itself.
+#[test]
+fn attach_mstx_range() {
+    let scratch = scratch_dir("capture-attach");
+    let (dir, truth) = (scratch.join("trace"), scratch.join("truth"));
+    std::fs::create_dir_all(&truth).expect("truth dir");
+    let (app, pid) = start_long_train(&truth, &scratch.join("app.log"), "2026");
+    let out = tracer_command(&truth)
+        .args(["attach", "--pid", &pid.to_string()])
+        .args([
+            "--capture-range",
+            "mstx:forward",
+            "--capture-range-count",
+            "2",
+        ])
+        .args(["--duration", "60s", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("running npu-bpftrace");
+    // The agent stopped by itself after the ranges; the workload ran on.
+    stop(app);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    assert!(stderr.contains("recorded its capture ranges"), "{stderr}");
+    let recording = Recording {
+        dir,
+        truth,
+        output: out,
+    };
+    let session = recording.session();
+    let windows: Vec<_> = session
+        .capture
+        .windows
+        .iter()
+        .filter(|w| w.pid == Some(pid))
+        .collect();
+    assert_eq!(windows.len(), 2, "{:?}", session.capture.windows);
+    let inside = check_windows(&recording, true, true);
+    println!("{inside} calls inside the windows");
+}
+
 /// `--out` placeholders, `--quiet` and `--print-format json`.
 #[test]
 fn conventions() {
@@ -495,4 +571,21 @@ fn conventions() {
         .expect("running npu-bpftrace");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("%r: no rank"));
+    // A capture range no traced function can open is refused.
+    let out = tracer_command(&truth)
+        .args([
+            "record",
+            "--domain",
+            "acl",
+            "--capture-range",
+            "mstx:step",
+            "--out",
+        ])
+        .arg(scratch.join("no-mstx"))
+        .arg("--")
+        .arg("true")
+        .output()
+        .expect("running npu-bpftrace");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--capture-range needs"));
 }
