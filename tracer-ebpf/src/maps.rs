@@ -36,6 +36,63 @@ pub(crate) static SCANNED_ARGS: LruHashMap<u64, ScannedCall> =
 #[map]
 pub(crate) static SCAN_SCRATCH: PerCpuArray<ScannedCall> = PerCpuArray::with_max_entries(1, 0);
 
+/// Calls `round(i, NULL)` for `i` in `0..rounds` until it returns 1, through `bpf_loop`
+/// (Linux 5.17). The verifier checks `round` once; an open-coded loop it checks round by
+/// round, and Linux 6.1's verifier gives up on ours (too many instructions, or a false
+/// "infinite loop detected"). What a round needs it reads from a per-CPU map: the BPF
+/// stack has no room to pass it.
+#[inline(always)]
+pub(crate) fn for_each(rounds: u32, round: extern "C" fn(u32, *mut c_void) -> i64) {
+    // SAFETY: `round` is a BPF subprogram with the callback signature `bpf_loop` expects
+    // and takes no context pointer.
+    unsafe {
+        generated::bpf_loop(rounds, round as *mut c_void, core::ptr::null_mut(), 0);
+    }
+}
+
+/// SQEs handed to the driver by one call (`tasks`), walked by a `bpf_loop` callback.
+#[derive(Clone, Copy)]
+pub(crate) struct SqeBatch {
+    pub device_id: u32,
+    pub sq_id: u32,
+    /// The first SQE in the caller's memory.
+    pub sqes: u64,
+    pub count: u32,
+    /// `TASK_FILLED` for a model stream's SQEs, loaded to run later; else 0.
+    pub fill: u8,
+    /// What each task's `TaskInfo::flags` gets.
+    pub task_flags: u8,
+    /// The outermost call in flight that submitted them.
+    pub correlation_id: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub ts_ns: u64,
+    /// Room for the task of the SQE at hand and its `TASKS` key: the callback's stack adds
+    /// to the enter program's, and together they must fit the BPF stack's 512 bytes.
+    pub task: PendingTask,
+    pub key: TaskKey,
+}
+
+/// Per-CPU: the SQE batch being walked.
+#[map]
+pub(crate) static SQE_BATCH: PerCpuArray<SqeBatch> = PerCpuArray::with_max_entries(1, 0);
+
+/// CQEs the driver returned to one call (`tasks`), walked by a `bpf_loop` callback.
+#[derive(Clone, Copy)]
+pub(crate) struct CqeBatch {
+    /// The first CQE in the caller's memory.
+    pub cqes: u64,
+    pub count: u32,
+    pub device_id: u32,
+    pub tgid: u32,
+    pub tid: u32,
+    pub ts_ns: u64,
+}
+
+/// Per-CPU: the CQE batch being walked.
+#[map]
+pub(crate) static CQE_BATCH: PerCpuArray<CqeBatch> = PerCpuArray::with_max_entries(1, 0);
+
 /// A copy of user memory being sent in pieces (`pieces`): the `bpf_loop` callbacks that
 /// send them find it here.
 #[derive(Clone, Copy)]

@@ -9,21 +9,18 @@
 //!   ELF's symbols, and the caller may free the binary once the call returned
 //!   ([`BinaryPiece`]).
 //!
-//! A copy is up to 512 pieces. The pieces are cut by `bpf_loop`, whose callback the verifier
-//! checks once: an open-coded 512-round loop is checked round by round, which Linux 6.1's
-//! verifier gives up on (more than a million instructions) before it is done.
+//! A copy is up to 512 pieces, cut by a `bpf_loop` callback ([`for_each`]).
 use core::ffi::c_void;
 
-use aya_ebpf::{
-    helpers::generated::{bpf_loop, bpf_probe_read_user},
-    programs::ProbeContext,
-};
+use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::ProbeContext};
 use tracer_common::{
     BinaryPiece, CHANNEL_CHUNK, ChannelData, DropKind, MAX_BINARY_CHUNKS, MAX_CHANNEL_CHUNKS,
     RecordHeader, RecordKind,
 };
 
-use crate::maps::{EVENTS, LAYOUT, PIECE_COPY, PieceCopy, config, count_drop, read, submit_flags};
+use crate::maps::{
+    EVENTS, LAYOUT, PIECE_COPY, PieceCopy, config, count_drop, for_each, read, submit_flags,
+};
 
 /// Whether a `prof_channel_read` entered by process `tgid` is one to copy: it reads the
 /// channel that carries task records, of a device the agent reads passively, and the reader
@@ -168,18 +165,15 @@ extern "C" fn binary_piece(index: u32, _ctx: *mut c_void) -> i64 {
 }
 
 /// Runs `piece` for each of up to `chunks` pieces of `copy`, which it finds in
-/// [`PIECE_COPY`] (the BPF stack has no room to pass it).
+/// [`PIECE_COPY`].
 #[inline(always)]
 fn copy_pieces(copy: &PieceCopy, chunks: u32, piece: extern "C" fn(u32, *mut c_void) -> i64) {
     let Some(slot) = PIECE_COPY.get_ptr_mut(0) else {
         return;
     };
-    // SAFETY: a per-CPU map value, ours for this program run; `piece` is a BPF subprogram
-    // with the callback signature `bpf_loop` expects, and takes no context pointer.
-    unsafe {
-        *slot = *copy;
-        bpf_loop(chunks, piece as *mut c_void, core::ptr::null_mut(), 0);
-    }
+    // SAFETY: a per-CPU map value, ours for this program run.
+    unsafe { *slot = *copy };
+    for_each(chunks, piece);
 }
 
 /// The length of a piece when `left` bytes remain: at most one chunk.
