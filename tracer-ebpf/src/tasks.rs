@@ -127,6 +127,10 @@ fn on_sqes(sent: &Sqes, tgid: u32, tid: u32, ts_ns: u64) {
 
 /// `bpf_loop` callback: reads SQE `index` of [`SQE_BATCH`] and hands its task to the
 /// agent; a task that writes a completion entry also waits for it in `TASKS`. 1 stops.
+#[expect(
+    clippy::needless_borrows_for_generic_args,
+    reason = "TASKS.insert gets pointers into SQE_BATCH: by value, key and task would be copied to the BPF stack, which has no room left"
+)]
 extern "C" fn sqe_at(index: u32, _ctx: *mut c_void) -> i64 {
     let (Some(l), Some(b)) = (layout(), SQE_BATCH.get_ptr_mut(0)) else {
         return 1;
