@@ -301,8 +301,8 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `/init`: mounts what the tracer needs, runs each test binary, prints the result, powers
-/// off.
+/// `/init`: mounts what the tracer and the simulator (its driver's `/dev/shm` files) need,
+/// runs each test binary, prints the result, powers off.
 fn init_script(sim: &Path, tests: &[PathBuf]) -> String {
     let mut script = format!(
         "#!/bin/sh\n\
@@ -310,6 +310,8 @@ fn init_script(sim: &Path, tests: &[PathBuf]) -> String {
          mount -t sysfs sys /sys\n\
          mount -t devtmpfs dev /dev\n\
          mount -t tmpfs tmp /tmp\n\
+         mkdir -p /dev/shm\n\
+         mount -t tmpfs shm /dev/shm\n\
          mount -t debugfs debugfs /sys/kernel/debug\n\
          mount -t tracefs tracefs /sys/kernel/tracing\n\
          mount -t bpf bpf /sys/fs/bpf\n\
