@@ -224,7 +224,7 @@ pub fn attach_and_name_kernels(runtime: &str) {
             "--pid",
             &pid.to_string(),
             "--duration",
-            "3s",
+            &format!("{}s", 3 * crate::time_scale()),
             // The tests run the debug build of the agent, several times slower than a
             // release build, against a workload of ~13k calls/s: room for the backlog.
             "--ringbuf-mb",

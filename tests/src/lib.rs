@@ -19,6 +19,18 @@ pub use npu_sim_app::{read_truth, scratch_dir, sim_command, sim_home};
 /// One row of a table, column name -> value (null for missing).
 pub type Row = JsonRow;
 
+/// How many times longer than native runs a test's time window should be:
+/// `NPU_BPFTRACE_TEST_TIME_SCALE` (1 when unset), which `cargo xtask vm` sets for its
+/// emulated arm64 machine, where everything runs an order of magnitude slower and a
+/// fixed window would hold too few calls to check.
+pub fn time_scale() -> u32 {
+    std::env::var("NPU_BPFTRACE_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
 /// The `npu-bpftrace` binary cargo built next to this test executable.
 pub fn npu_bpftrace() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");

@@ -301,6 +301,10 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How much longer test time windows are under emulation (TCG runs this workload about ten
+/// times slower than the host).
+const TIME_SCALE: u32 = 5;
+
 /// `/init`: mounts what the tracer and the simulator (its driver's `/dev/shm` files) need,
 /// runs each test binary, prints the result, powers off.
 fn init_script(sim: &Path, tests: &[PathBuf]) -> String {
@@ -316,6 +320,7 @@ fn init_script(sim: &Path, tests: &[PathBuf]) -> String {
          mount -t tracefs tracefs /sys/kernel/tracing\n\
          mount -t bpf bpf /sys/fs/bpf\n\
          export PATH=/bin HOME=/root TMPDIR=/tmp NPU_SIM_HOME={sim}\n\
+         export NPU_BPFTRACE_TEST_TIME_SCALE={TIME_SCALE}\n\
          echo \"npu-bpftrace-vm: Linux $(uname -r) $(uname -m), $(nproc) CPUs\"\n\
          ls /sys/kernel/btf/vmlinux\n\
          failed=0\n",
