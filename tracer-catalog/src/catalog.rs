@@ -499,5 +499,6 @@ fn role(r: RoleName) -> Role {
         RoleName::OpModelExecute => Role::OpModelExecute,
         RoleName::OpExecutorRepeatable => Role::OpExecutorRepeatable,
         RoleName::OpExecutorDestroy => Role::OpExecutorDestroy,
+        RoleName::OpExecutorCached => Role::OpExecutorCached,
     }
 }

@@ -202,7 +202,7 @@ names! {
         RegisterFunction, RegisterAllKernels, LaunchByHandle, LaunchByStub, LaunchByTilingKey,
         Mark, RangeStart, RangeEnd, DomainCreate, DomainMark, DomainRangeStart, DomainRangeEnd,
         OpPrepare, OpLaunch, OpCompileExecute, OpModelExecute, OpExecutorRepeatable,
-        OpExecutorDestroy,
+        OpExecutorDestroy, OpExecutorCached,
     }
 }
 names! {
@@ -398,7 +398,9 @@ fn check_role(f: &FunctionSpec) -> Result<(), String> {
         R::DomainMark | R::DomainRangeStart => (&[C::Handle], &[TextName::Message]),
         R::DomainRangeEnd => (&[C::Handle, C::RangeId], &[]),
         R::OpPrepare | R::OpCompileExecute | R::OpModelExecute => (&[], &[]),
-        R::OpLaunch | R::OpExecutorRepeatable | R::OpExecutorDestroy => (&[C::Handle], &[]),
+        R::OpLaunch | R::OpExecutorRepeatable | R::OpExecutorDestroy | R::OpExecutorCached => {
+            (&[C::Handle], &[])
+        }
     };
     if let Some(missing) = needs.iter().find(|c| !filled.contains(c)) {
         return Err(format!(

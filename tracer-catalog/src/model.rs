@@ -234,6 +234,9 @@ pub enum Role {
     OpExecutorRepeatable,
     /// The executor (handle column) is gone.
     OpExecutorDestroy,
+    /// The executor (handle column) comes from the executor cache (`PTAGetExecCache`): a
+    /// new object, whose run has no first phase.
+    OpExecutorCached,
 }
 
 impl Role {

@@ -122,6 +122,10 @@ pub struct Correlator {
     scans: HashMap<u64, OutScan>,
     /// First phases of operators, waiting for the second phases that run their executors.
     operators: Operators,
+    /// Second phases in flight, by correlation id, with the first phase each took at its
+    /// ENTER: the run consumes (and may free) its executor, whose address a call that
+    /// returns before this one can already hold again.
+    running_ops: HashMap<u64, OpPhase>,
     symbolizer: Box<dyn Symbolize + Send>,
     activity: Activity,
     output: Output,
@@ -154,6 +158,7 @@ impl Correlator {
             ranges: HashMap::new(),
             scans: HashMap::new(),
             operators: Operators::default(),
+            running_ops: HashMap::new(),
             symbolizer,
             activity: Activity::new(chip),
             output: Output::default(),
@@ -240,6 +245,12 @@ impl Correlator {
         let args = def.decode_args(&enter.args, None, None);
         let op = operator_name(def, enter, &args);
         let (pid, id, ts) = (enter.header.pid, enter.correlation_id, enter.header.ts_ns);
+        if def.role == Role::OpLaunch
+            && let Some(executor) = args.handle.filter(|&h| h != 0)
+            && let Some(phase) = self.operators.ran(pid, executor, args.bytes.unwrap_or(0))
+        {
+            self.running_ops.insert(id, phase);
+        }
         if enter.header.depth == 0 && def.task.is_some() {
             let mut args = args;
             args.kernel_name = self.kernel_name_at_enter(def, enter, args.handle.unwrap_or(0));
@@ -325,7 +336,7 @@ impl Correlator {
 
     /// What operator roles do at return: a first phase is remembered by what its arguments
     /// pointed at, executors are marked repeatable or gone, and an operator call is a row of
-    /// table `op` (with its first phase, found by the executor it ran).
+    /// table `op` (with the first phase its ENTER found by the executor it runs).
     fn operator(&mut self, def: &'static ProbeDef, enter: &ApiEnter, row: &ApiRow) {
         let (pid, ok) = (row.pid, row.return_value == Some(0));
         let scan = self.scans.remove(&row.correlation_id);
@@ -352,6 +363,10 @@ impl Correlator {
                 self.operators.destroyed(pid, handle);
                 return;
             }
+            Role::OpExecutorCached => {
+                self.operators.cached(pid, handle);
+                return;
+            }
             Role::OpLaunch => OpKind::Aclnn,
             Role::OpCompileExecute => OpKind::Aclop,
             Role::OpModelExecute => OpKind::Model,
@@ -367,10 +382,7 @@ impl Correlator {
             self.activity
                 .op_returned(outermost, row.correlation_id, end_ns);
         }
-        let workspace = row.args.bytes.unwrap_or(0);
-        let prepare = (kind == OpKind::Aclnn && handle != 0)
-            .then(|| self.operators.ran(pid, handle, workspace))
-            .flatten();
+        let prepare = self.running_ops.remove(&row.correlation_id);
         let aclnn = kind == OpKind::Aclnn;
         self.output.ops.push(OpRow {
             correlation_id: row.correlation_id,
@@ -448,7 +460,8 @@ impl Correlator {
             | Role::OpCompileExecute
             | Role::OpModelExecute
             | Role::OpExecutorRepeatable
-            | Role::OpExecutorDestroy => {}
+            | Role::OpExecutorDestroy
+            | Role::OpExecutorCached => {}
             Role::RegisterStub | Role::RegisterFunction => {
                 if let (true, Some(name)) = (ok && handle != 0, &row.args.kernel_name) {
                     self.kernels.insert((pid, handle), name.clone());

@@ -101,6 +101,22 @@ impl Operators {
         }
     }
 
+    /// The executor cache gave `pid` a new executor at `executor`. Claims on that address
+    /// are stale: no first phase's executor that is still waiting can sit where a new object
+    /// was just made, so what a first phase wrote there earlier (scratch data, a freed
+    /// object's address) names nothing, and the run of this executor has no first phase.
+    pub(crate) fn cached(&mut self, pid: u32, executor: u64) {
+        self.repeatable.remove(&(pid, executor));
+        let Some(claims) = self.by_value.remove(&(pid, executor)) else {
+            return;
+        };
+        for (id, _) in claims {
+            if let Some((_, _, values)) = self.phases.get_mut(&id) {
+                values.retain(|&v| v != executor);
+            }
+        }
+    }
+
     fn forget(&mut self, id: u64) {
         let Some((_, pid, values)) = self.phases.remove(&id) else {
             return;
@@ -183,5 +199,21 @@ mod tests {
         ops.prepared(7, phase(1), &[kept(0), out(0x1000), kept(0), kept(0x5000)]);
         assert_eq!(ops.ran(7, 0x5000, 0), None, "a cache hit's new executor");
         assert_eq!(ops.ran(7, 0x1000, 0).map(|p| p.correlation_id), Some(1));
+    }
+
+    #[test]
+    fn a_cached_executor_drops_stale_claims_on_its_address() {
+        let mut ops = Operators::default();
+        // A first phase wrote a scratch address (later freed) besides its executor.
+        ops.prepared(7, phase(1), &[kept(0), out(0x5000), kept(0), out(0x1000)]);
+        // The cache hands out a new executor where the scratch object was.
+        ops.cached(7, 0x5000);
+        assert_eq!(
+            ops.ran(7, 0x5000, 0),
+            None,
+            "a cache hit has no first phase"
+        );
+        assert_eq!(ops.ran(7, 0x1000, 0).map(|p| p.correlation_id), Some(1));
+        assert!(ops.phases.is_empty() && ops.by_value.is_empty());
     }
 }

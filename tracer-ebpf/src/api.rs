@@ -245,11 +245,19 @@ fn keep_scan_args(ctx: &ProbeContext, correlation_id: u64, args: &[u64; MAX_ARGS
     }
     call.before_valid = 0;
     call._pad = 0;
+    let sp = stack_pointer(ctx);
     // Constant indices: the verifier follows an unrolled loop.
     for i in 0..SCAN_ARGS {
         let ptr = call.args[i];
         call.before[i] = 0;
         if ptr == 0 {
+            continue;
+        }
+        // Below the stack pointer lie the frames the call itself is about to use: what it
+        // writes there is its scratch (among it addresses of objects it frees), never an
+        // out-parameter, which points into its caller's frame or the heap.
+        if ptr < sp && sp - ptr <= CALLEE_STACK_BYTES {
+            call.args[i] = 0;
             continue;
         }
         // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
@@ -263,21 +271,36 @@ fn keep_scan_args(ctx: &ProbeContext, correlation_id: u64, args: &[u64; MAX_ARGS
     }
 }
 
-/// Where integer argument [`MAX_ARGS`] + 1 is passed: on x86-64 above the return address
-/// and arguments 7 and 8 (`rsp + 24`).
+/// How far below its entry stack pointer a call's own frames are taken to reach, for
+/// [`keep_scan_args`] (a thread's stack is a few MiB; the frames of one call far less).
+const CALLEE_STACK_BYTES: u64 = 1 << 20;
+
+/// The stack pointer at function entry.
 #[cfg(bpf_target_arch = "x86_64")]
 #[inline(always)]
-fn stack_after_args(ctx: &ProbeContext) -> u64 {
+fn stack_pointer(ctx: &ProbeContext) -> u64 {
     // SAFETY: the context pointer comes from the kernel for this program invocation.
-    unsafe { (*ctx.regs).rsp + 24 }
+    unsafe { (*ctx.regs).rsp }
 }
 
-/// On the other 64-bit ABIs eight arguments travel in registers: the ninth is at `sp`.
+/// The stack pointer at function entry.
 #[cfg(not(bpf_target_arch = "x86_64"))]
 #[inline(always)]
-fn stack_after_args(ctx: &ProbeContext) -> u64 {
+fn stack_pointer(ctx: &ProbeContext) -> u64 {
     // SAFETY: the context pointer comes from the kernel for this program invocation.
     unsafe { (*ctx.regs).sp }
+}
+
+/// Where integer argument [`MAX_ARGS`] + 1 is passed: on x86-64 above the return address
+/// and arguments 7 and 8 (`rsp + 24`); on the other 64-bit ABIs eight arguments travel in
+/// registers and the ninth is at `sp`.
+#[inline(always)]
+fn stack_after_args(ctx: &ProbeContext) -> u64 {
+    if cfg!(bpf_target_arch = "x86_64") {
+        stack_pointer(ctx) + 24
+    } else {
+        stack_pointer(ctx)
+    }
 }
 
 /// Argument `index`, or 0 when the catalog names none ([`NO_ARG`]).
