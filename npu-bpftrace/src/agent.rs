@@ -655,6 +655,7 @@ fn finish_session(
     session.complete = true;
     session.attached = attacher.attached().to_vec();
     session::set_drops(session, &probes.drops()?);
+    session.bpf_maps = probes.occupancy()?;
     if decode_errors > 0 {
         session
             .drops

@@ -5,6 +5,7 @@
 //! 6.6, loaded through bpf(2) by [`uprobe_multi`], since aya 0.14 cannot), or one aya
 //! perf-event uprobe per function and program, the fallback. [`UprobeMode`] chooses.
 use std::{
+    collections::HashSet,
     io,
     os::fd::{AsFd, BorrowedFd, OwnedFd},
     path::Path,
@@ -21,8 +22,10 @@ use aya::{
 };
 use tracer_common::{
     CaptureMatch, Config, DeviceLayout, DropKind, PendingTask, ProbeSpec, TaskInfo, TaskKey,
+    ThreadState,
 };
 pub use tracer_schema::session::AttachKind;
+use tracer_schema::session::MapOccupancy;
 
 mod uprobe_multi;
 
@@ -373,6 +376,34 @@ impl Probes {
             .take_map("EVENTS")
             .context("BPF map EVENTS missing")?;
         Ok(RingBuf::try_from(events)?)
+    }
+
+    /// How many entries the per-thread, per-process and per-task maps hold, and how many
+    /// of them belong to threads or processes that no longer exist.
+    pub fn occupancy(&self) -> Result<MapOccupancy> {
+        let threads: HashMap<_, u32, ThreadState> = HashMap::try_from(self.map_ref("THREADS")?)?;
+        let targets: HashMap<_, u32, u8> = HashMap::try_from(self.map_ref("TARGETS")?)?;
+        let tasks: HashMap<_, TaskKey, PendingTask> = HashMap::try_from(self.map_ref("TASKS")?)?;
+        // Keys can come twice while the BPF programs change a map under the iteration.
+        let unique = |keys: Vec<u32>| keys.into_iter().collect::<HashSet<u32>>();
+        let threads = unique(threads.keys().filter_map(|k| k.ok()).collect());
+        let targets = unique(targets.keys().filter_map(|k| k.ok()).collect());
+        let tasks: HashSet<TaskKey> = tasks.keys().filter_map(|k| k.ok()).collect();
+        let gone = |id: &u32| !Path::new(&format!("/proc/{id}")).exists();
+        Ok(MapOccupancy {
+            threads: threads.len() as u64,
+            threads_gone: threads.iter().filter(|t| gone(t)).count() as u64,
+            targets: targets.len() as u64,
+            targets_gone: targets.iter().filter(|p| gone(p)).count() as u64,
+            tasks: tasks.len() as u64,
+            tasks_gone: tasks.iter().filter(|k| gone(&k.tgid)).count() as u64,
+        })
+    }
+
+    fn map_ref(&self, name: &str) -> Result<&Map> {
+        self.ebpf
+            .map(name)
+            .with_context(|| format!("BPF map {name} missing"))
     }
 
     /// Loss counters summed over CPUs, indexed like [`DropKind::ALL`].

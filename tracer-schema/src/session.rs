@@ -170,6 +170,23 @@ impl OutputStats {
     }
 }
 
+/// What the kernel-side state maps held when the session ended (`bpf_maps` in
+/// session.json). Entries of threads and processes that are gone should have been removed
+/// when they exited: a non-zero `*_gone` count is state leaked in the kernel.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapOccupancy {
+    /// Per-thread call stacks (`THREADS`), and those of threads that no longer exist.
+    pub threads: u64,
+    pub threads_gone: u64,
+    /// Processes in the target filter (`TARGETS`), and those that no longer exist.
+    pub targets: u64,
+    pub targets_gone: u64,
+    /// Submitted device tasks awaiting completion (`TASKS`), and those of processes that
+    /// no longer exist.
+    pub tasks: u64,
+    pub tasks_gone: u64,
+}
+
 /// What opened or closed a capture window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -273,6 +290,9 @@ pub struct Session {
     /// When recording was on; absent in sessions written before it existed.
     #[serde(default)]
     pub capture: Capture,
+    /// The kernel-side state maps at the end; absent in sessions written before it existed.
+    #[serde(default)]
+    pub bpf_maps: MapOccupancy,
 }
 
 impl Session {
