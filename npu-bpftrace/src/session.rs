@@ -63,6 +63,7 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
         bytes: 0,
         output: Default::default(),
         capture: Default::default(),
+        holds: Default::default(),
     }
 }
 
