@@ -29,8 +29,8 @@ use tracer_core::{
     soclog::{PassiveChannels, SocBatch},
 };
 use tracer_schema::session::{
-    ActivityStats, AttachedFile, ChipSummary, ClockSummary, CorrelateStats, OutputStats, Session,
-    WindowCause,
+    ActivityStats, AttachedFile, ChipSummary, ClockSummary, CorrelateStats, HoldStats, OutputStats,
+    Session, WindowCause,
 };
 
 use crate::{
@@ -41,6 +41,7 @@ use crate::{
     channel::{self, ChannelReader},
     discovery::{self, LibraryFile},
     driver::{self, Chip, Devices, Driver},
+    hold::{self, Holds},
     outdir::{Found, OutDir},
     outname,
     progress::{ProcessCounter, Progress, StatusLine},
@@ -475,9 +476,12 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         }
     };
 
+    // Before the command runs and before capabilities go (tracefs may need one).
+    let (mut holds, hold_stats) = start_holds(&mut probes, &opts.catalog, &attacher);
     let mut session = session::start(host, opts.mode.name().into(), targets);
     session.attached = attacher.attached().to_vec();
     session.chip = Some(pipeline.chip.clone());
+    session.holds = hold_stats;
     session::write(&session, &out, true)?;
     // Attached: what the rest of the session does not need goes.
     if let Err(e) = caps::drop_unneeded() {
@@ -504,6 +508,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         &opts,
         &mut probes,
         &mut attacher,
+        &mut holds,
         child,
         &pipeline,
         &mut signals,
@@ -512,6 +517,9 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
     .await?;
     // Recording stops now: the probes return at once from here on.
     probes.silence()?;
+    if let Some(holds) = holds.take() {
+        session.holds = holds.finish();
+    }
     let stop_ns = clock_ns(libc::CLOCK_MONOTONIC);
     session.device_time_sources = pipeline.device_time_sources.clone();
     let hurry = stopped.interrupted.is_some();
@@ -563,6 +571,48 @@ fn write_final_session(session: &Session, out: &mut OutDir) -> Option<String> {
         ));
     }
     (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// Starts holding processes at their first open of a library file not attached yet
+/// ([`hold`]), unless `NPU_BPFTRACE_HOLD=0` or the kernel lacks what it needs (then said
+/// once, and in session.json: libraries are found by rescans only).
+fn start_holds(
+    probes: &mut Probes,
+    catalog: &Catalog,
+    attacher: &Attacher,
+) -> (Option<Holds>, HoldStats) {
+    if hold::disabled_by_env() {
+        let why = format!("{}=0", hold::HOLD_ENV);
+        return (
+            None,
+            HoldStats {
+                unavailable: Some(why),
+                ..HoldStats::default()
+            },
+        );
+    }
+    match Holds::start(probes, catalog, attacher.attached()) {
+        Ok(holds) => (
+            Some(holds),
+            HoldStats {
+                enabled: true,
+                ..HoldStats::default()
+            },
+        ),
+        Err(e) => {
+            eprintln!(
+                "npu-bpftrace: warning: processes with their own copy of the libraries are \
+                 traced from when a rescan finds them (up to a second late): {e:#}"
+            );
+            (
+                None,
+                HoldStats {
+                    unavailable: Some(format!("{e:#}")),
+                    ..HoldStats::default()
+                },
+            )
+        }
+    }
 }
 
 /// Loads the BPF programs (what each function captures is set as its file is attached).
@@ -940,10 +990,15 @@ struct Stopped {
 /// (record) or the targets' exit (attach); meanwhile attaches to CANN libraries that
 /// processes map later. In record mode the first stop signal goes on to the command and
 /// tracing goes on until it exits; a second one stops at once.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the session's parts, each borrowed once"
+)]
 async fn wait_for_stop(
     opts: &TraceOptions,
     probes: &mut Probes,
     attacher: &mut Attacher,
+    holds: &mut Option<Holds>,
     child: Option<GatedChild>,
     pipeline: &Pipeline,
     signals: &mut StopSignals,
@@ -953,7 +1008,15 @@ async fn wait_for_stop(
     let (tx, progress) = (&pipeline.tx, pipeline.progress.as_ref());
     let waiting = Waiting { opts, tx, progress };
     let stopped = waiting
-        .wait(probes, attacher, child, signals, control, &mut status)
+        .wait(
+            probes,
+            attacher,
+            holds,
+            child,
+            signals,
+            control,
+            &mut status,
+        )
         .await;
     status.finish();
     stopped
@@ -1028,10 +1091,15 @@ struct Waiting<'a> {
 }
 
 impl Waiting<'_> {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the session's parts, each borrowed once"
+    )]
     async fn wait(
         &self,
         probes: &mut Probes,
         attacher: &mut Attacher,
+        holds: &mut Option<Holds>,
         child: Option<GatedChild>,
         signals: &mut StopSignals,
         control: &mut Control<'_>,
@@ -1083,6 +1151,11 @@ impl Waiting<'_> {
                     }
                 }
                 _ = sleep_until(deadline) => return stopped(None, None),
+                events = next_holds(holds) => {
+                    if let Some(holds) = holds.as_mut() {
+                        holds.handle(&events?, probes, attacher, &self.opts.catalog);
+                    }
+                }
                 status = wait_exit(&mut exited) => return stopped(Some(status?), None),
                 // Every process's maps are read only once a flush interval (system-wide).
                 _ = rescans.tick(), if !system_wide => rescan(self.opts, probes, attacher)?,
@@ -1139,6 +1212,14 @@ fn pass_on(caught: Caught, pid: u32) {
 
 fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The next hold events; never, without holds.
+async fn next_holds(holds: &mut Option<Holds>) -> Result<Vec<tracer_common::HoldEvent>> {
+    match holds {
+        Some(holds) => holds.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

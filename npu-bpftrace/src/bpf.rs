@@ -104,7 +104,12 @@ impl Probes {
             .load(BPF_OBJECT)
             .map_err(|e| permission_hint(e.into()))
             .context("loading the BPF programs")?;
-        for name in ["sched_process_exit", "sched_process_fork"] {
+        for name in [
+            "sched_process_exit",
+            "sched_process_fork",
+            "hold_open_enter",
+            "hold_open_exit",
+        ] {
             tracepoint(&mut ebpf, name)?
                 .load()
                 .with_context(|| format!("loading BPF program {name}"))?;
@@ -369,6 +374,22 @@ impl Probes {
         Ok(offset)
     }
 
+    /// Attaches tracepoint program `program` to `category/name`; it stays attached for the
+    /// session.
+    pub fn attach_tracepoint(&mut self, category: &str, name: &str, program: &str) -> Result<()> {
+        tracepoint(&mut self.ebpf, program)?
+            .attach(category, name)
+            .with_context(|| format!("attaching tracepoint {category}/{name}"))?;
+        Ok(())
+    }
+
+    /// Takes map `name` out of the object, for a module that owns it from now on.
+    pub fn take_map(&mut self, name: &str) -> Result<Map> {
+        self.ebpf
+            .take_map(name)
+            .with_context(|| format!("BPF map {name} missing"))
+    }
+
     /// Hands the ring buffer to its poller.
     pub fn take_events(&mut self) -> Result<RingBuf<MapData>> {
         let events = self
@@ -609,11 +630,16 @@ fn ensure_tracefs() -> Result<()> {
 }
 
 fn fork_child_pid_offset() -> Result<u16> {
-    let path = Path::new(TRACEFS).join("events/sched/sched_process_fork/format");
+    tracepoint_field_offset("sched", "sched_process_fork", "child_pid")
+}
+
+/// The offset of `field` in the records of tracepoint `category/name`, from its format file.
+pub fn tracepoint_field_offset(category: &str, name: &str, field: &str) -> Result<u16> {
+    let path = Path::new(TRACEFS).join(format!("events/{category}/{name}/format"));
     let format =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    parse_field_offset(&format, "child_pid")
-        .with_context(|| format!("no child_pid field in {}", path.display()))
+    parse_field_offset(&format, field)
+        .with_context(|| format!("no {field} field in {}", path.display()))
 }
 
 /// Finds `offset:N;` of `field` in a tracepoint format description.

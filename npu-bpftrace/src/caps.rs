@@ -13,6 +13,7 @@ use std::{
 use anyhow::{Result, bail};
 
 /// Capability numbers (`linux/capability.h`).
+pub const CAP_KILL: u32 = 5;
 pub const CAP_SYS_PTRACE: u32 = 19;
 pub const CAP_PERFMON: u32 = 38;
 pub const CAP_BPF: u32 = 39;
@@ -24,8 +25,10 @@ pub const CAP_BPF: u32 = 39;
 /// - `CAP_PERFMON`: attaching those later probes (perf-event uprobes, uprobe_multi links);
 /// - `CAP_SYS_PTRACE`, when held: reading `/proc/PID/maps` and `/proc/PID/root` of processes
 ///   of other users, or with capabilities the agent has given up (any root process), to find
-///   the libraries they map later.
-pub const KEPT: [u32; 3] = [CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE];
+///   the libraries they map later;
+/// - `CAP_KILL`, when held: continuing a held process of another user (see `hold`) once
+///   its library is attached.
+pub const KEPT: [u32; 4] = [CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_KILL];
 
 /// The effective capability set of this process, as a bit mask.
 pub fn effective() -> u64 {
@@ -88,7 +91,8 @@ pub fn drop_unneeded() -> io::Result<()> {
         }
         if std::time::Instant::now() > deadline {
             return Err(io::Error::other(format!(
-                "{left} threads still hold capabilities beyond CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE"
+                "{left} threads still hold capabilities beyond CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, \
+                 CAP_KILL"
             )));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -127,8 +131,9 @@ fn thread_effective(tid: i32) -> Option<u64> {
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
 }
 
-/// capset(2) with `mask` as the effective and permitted sets and an empty inheritable set.
-fn set(mask: u64) -> io::Result<()> {
+/// capset(2) of the calling thread with `mask` as the effective and permitted sets and an
+/// empty inheritable set. Async-signal-safe (a forked helper calls it).
+pub(crate) fn set(mask: u64) -> io::Result<()> {
     #[repr(C)]
     struct Header {
         version: u32,

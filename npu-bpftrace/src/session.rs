@@ -64,6 +64,7 @@ pub fn start(host: String, mode: String, targets: Vec<u32>) -> Session {
         output: Default::default(),
         capture: Default::default(),
         bpf_maps: Default::default(),
+        holds: Default::default(),
     }
 }
 

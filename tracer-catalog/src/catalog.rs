@@ -282,6 +282,12 @@ impl Catalog {
         self.known_libraries.is_match(library_base_name(file_name))
     }
 
+    /// The library names and glob patterns [`Catalog::knows_library`] matches base names
+    /// against (the agent's kernel-side prefilter is built from them).
+    pub fn library_patterns(&self) -> &[String] {
+        &self.library_patterns
+    }
+
     /// The exact entry of function `symbol`, whatever its library (tests, replays, the
     /// report's questions about a function name).
     pub fn find(&self, symbol: &str) -> Option<&ProbeDef> {

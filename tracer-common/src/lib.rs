@@ -747,6 +747,115 @@ pub struct WindowEdge {
     pub ranges: u32,
 }
 
+/// Holding a process at its first open of a library file the agent has not attached yet
+/// (BPF module `hold`, agent module `hold`): the switches and kernel offsets the BPF side
+/// needs (BPF array `HOLD_CONFIG`, index 0).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HoldConfig {
+    /// Non-zero: hold processes (the agent sets it once its watchdog runs).
+    pub enabled: u8,
+    /// Non-zero: the mount namespace of a process can be read (the offsets below are
+    /// known), so opens of paths already seen in it (`HOLD_KNOWN`) are not held.
+    pub use_known: u8,
+    /// Offset of `filename` in the `syscalls/sys_enter_openat` record.
+    pub filename_offset: u16,
+    /// Offset of `flags` in the same record.
+    pub flags_offset: u16,
+    /// Offset of `ret` in the `syscalls/sys_exit_openat` record.
+    pub ret_offset: u16,
+    /// `task_struct.nsproxy` and `nsproxy.mnt_ns`, from the kernel's BTF.
+    pub nsproxy_offset: u32,
+    pub mnt_ns_offset: u32,
+    /// In `struct mnt_namespace`: the inode number (`ns.inum`, as `/proc/PID/ns/mnt` shows
+    /// it, reused once a namespace is gone) and an id never reused (`ns.ns_id` since Linux
+    /// 6.18, `seq` before).
+    pub ns_inum_offset: u32,
+    pub ns_id_offset: u32,
+    /// Bit `n` set: some library name or pattern of the catalog begins with a literal of
+    /// `n` bytes (before any wildcard), whose hash is a key of `HOLD_PREFIXES`.
+    pub prefix_lengths: u64,
+    /// The agent's own mount namespace (inode number): the key of its paths is 0.
+    pub agent_mnt_ns: u32,
+    pub _pad: u32,
+}
+
+/// Bytes of an opened path the BPF side reads (longer paths are read cut short).
+pub const HOLD_PATH_LEN: usize = 256;
+/// Bytes of a file's base name compared with the catalog's name prefixes.
+pub const HOLD_PREFIX_MAX: usize = 63;
+/// Threads held at once.
+pub const MAX_HELD: u32 = 4096;
+/// (mount namespace, path) pairs remembered as seen.
+pub const MAX_HOLD_KNOWN: u32 = 16_384;
+
+/// FNV-1a, the hash of paths and name prefixes both sides compute.
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// One FNV-1a step.
+#[inline(always)]
+pub const fn fnv_step(hash: u64, byte: u8) -> u64 {
+    (hash ^ byte as u64).wrapping_mul(FNV_PRIME)
+}
+
+/// FNV-1a of `bytes` (the agent's side of the BPF programs' byte-by-byte hash).
+pub const fn fnv(bytes: &[u8]) -> u64 {
+    let mut hash = FNV_OFFSET;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash = fnv_step(hash, bytes[i]);
+        i += 1;
+    }
+    hash
+}
+
+/// An opened path seen in a mount namespace (key of `HOLD_KNOWN`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct HoldKnown {
+    /// The namespace's id that is never reused; 0 for the agent's own namespace.
+    pub mnt_ns: u64,
+    pub path_hash: u64,
+}
+
+/// A held thread (value of `HELD`, keyed by the tid whose open stopped its process).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Held {
+    pub tgid: u32,
+    pub _pad: u32,
+    /// CLOCK_MONOTONIC ns when it was stopped.
+    pub ts_ns: u64,
+}
+
+/// `HoldEvent::flags`: the path was absolute (so `(mnt_ns, path_hash)` names one file).
+pub const HOLD_ABSOLUTE: u32 = 1;
+
+/// A process stopped at the return of an `openat` of a file named like a CANN library
+/// (ring buffer `HOLDS`): the agent attaches the file open as `fd` and continues it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HoldEvent {
+    pub ts_ns: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    /// The file descriptor `openat` returned.
+    pub fd: u32,
+    /// [`HOLD_ABSOLUTE`].
+    pub flags: u32,
+    /// As in [`HoldKnown`].
+    pub mnt_ns: u64,
+    pub path_hash: u64,
+}
+
+/// Indexes of the per-CPU counters `HOLD_STATS`.
+pub const HOLD_STAT_HELD: u32 = 0;
+/// A process that should have been held was not (ring buffer or `HELD` full, signal
+/// refused): its library is found by the periodic rescan.
+pub const HOLD_STAT_MISSED: u32 = 1;
+pub const HOLD_STAT_COUNT: u32 = 2;
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY (each impl): a #[repr(C)] struct of integers and integer arrays with its
@@ -768,6 +877,12 @@ mod pod {
     unsafe impl aya::Pod for super::PendingTask {}
     // SAFETY: see above.
     unsafe impl aya::Pod for super::CaptureMatch {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for super::HoldConfig {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for super::HoldKnown {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for super::Held {}
     // SAFETY: see above.
     unsafe impl aya::Pod for super::CaptureState {}
 }
@@ -808,6 +923,11 @@ const _: () = {
     assert!(size_of::<CaptureMatch>() == 8 + TEXT_LEN);
     assert!(size_of::<CaptureState>() == 16);
     assert!(size_of::<WindowEdge>() == 24 + 16);
+    assert!(size_of::<HoldConfig>() == 40);
+    assert!(offset_of!(HoldConfig, prefix_lengths) == 24);
+    assert!(size_of::<HoldKnown>() == 16);
+    assert!(size_of::<Held>() == 16);
+    assert!(size_of::<HoldEvent>() == 40);
 };
 
 #[cfg(test)]

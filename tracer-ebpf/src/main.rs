@@ -9,12 +9,15 @@
 //! - [`pieces`]: user memory copied in pieces: what another profiler reads from a
 //!   profiling channel (passive mode), device binaries at registration.
 //! - [`capture`]: capture windows opened and closed by mstx ranges.
+//! - [`hold`]: a process stopped at its first open of a library file not yet attached (a
+//!   container's own copy), until the agent has attached it.
 //! - [`maps`]: every BPF map, and small helpers over them.
 // Built for the host only so `cargo clippy --workspace` checks this code too.
 #![cfg_attr(target_arch = "bpf", no_std, no_main)]
 
 mod api;
 mod capture;
+mod hold;
 mod lifecycle;
 mod maps;
 mod pieces;

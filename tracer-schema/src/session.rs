@@ -187,6 +187,37 @@ pub struct MapOccupancy {
     pub tasks_gone: u64,
 }
 
+/// Processes held at their first open of a library file not attached yet, until its probes
+/// were (`holds` in session.json).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldStats {
+    /// Whether processes were held (false: `NPU_BPFTRACE_HOLD=0`, or the kernel lacks what
+    /// it needs; `unavailable` says why); libraries were then found by rescans only.
+    pub enabled: bool,
+    pub unavailable: Option<String>,
+    /// Holds: a process stopped at one open.
+    pub holds: u64,
+    /// Distinct processes held.
+    pub processes: u64,
+    /// Holds whose file was a library the catalog knows (the others were named like one).
+    pub libraries: u64,
+    /// Library files attached because of a hold.
+    pub files_attached: u64,
+    /// Total and longest time held (µs), from the stop to the agent's release.
+    pub total_us: u64,
+    pub max_us: u64,
+    /// Holds ended by the time bound rather than by the agent.
+    pub timed_out: u64,
+    /// Processes left stopped at release because someone else had asked them to stop.
+    pub left_stopped: u64,
+    /// Opens that should have been held but were not (the kernel-side maps or ring were
+    /// full, or the signal was refused): those libraries were found by a rescan.
+    pub missed: u64,
+    /// Holds whose file could not be resolved or attached (the error, for the first).
+    pub errors: u64,
+    pub first_error: Option<String>,
+}
+
 /// What opened or closed a capture window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -293,6 +324,9 @@ pub struct Session {
     /// The kernel-side state maps at the end; absent in sessions written before it existed.
     #[serde(default)]
     pub bpf_maps: MapOccupancy,
+    /// Processes held until their libraries were attached; absent in older files.
+    #[serde(default)]
+    pub holds: HoldStats,
 }
 
 impl Session {
