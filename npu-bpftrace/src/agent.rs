@@ -1250,7 +1250,13 @@ fn rescan(opts: &TraceOptions, probes: &mut Probes, attacher: &mut Attacher) -> 
     };
     for pid in pids {
         for file in discovery::mapped_libraries(pid, &opts.catalog).unwrap_or_default() {
-            attacher.attach(probes, file)?;
+            // One file that cannot be attached (session.json lists it with the reason) must
+            // not end the tracing of everything else; it is not tried again.
+            if let Err(e) = attacher.attach(probes, file) {
+                eprintln!(
+                    "npu-bpftrace: warning: process {pid}: {e:#}; its calls there are not traced"
+                );
+            }
         }
     }
     Ok(())

@@ -187,7 +187,10 @@ impl Attacher {
         if self.files.contains(&file) {
             return Ok(0);
         }
-        let symbols = SymbolTable::read(&file.path)?;
+        let symbols = match SymbolTable::read(&file.path) {
+            Ok(symbols) => symbols,
+            Err(e) => return Err(self.failed(file, Vec::new(), e)),
+        };
         let plan = plan_file(&self.catalog, &self.selection, file.name, &symbols);
         if defer
             && probes.attach_kind() == AttachKind::PerfEvent
@@ -195,29 +198,57 @@ impl Attacher {
         {
             return Ok(0);
         }
-        self.files.insert(file.clone());
-        let mut record = AttachedFile {
-            library: file.name.to_owned(),
-            path: file.path.clone(),
-            functions: Vec::new(),
-            missing: plan.missing.iter().map(|s| s.to_string()).collect(),
-            attach: None,
-            attached_ns: None,
-        };
+        let missing = plan.missing.iter().map(|s| s.to_string()).collect();
         let mut functions = Vec::with_capacity(plan.functions.len());
+        let mut names = Vec::with_capacity(plan.functions.len());
         for (offset, def, enabled) in plan.functions {
             let id = self.probes.insert(def)?;
             probes.set_probe_spec(id, def.spec(!enabled))?;
             functions.push((offset, id));
-            record.functions.push(def.symbol.to_owned());
+            names.push(def.symbol.to_owned());
         }
-        if !functions.is_empty() {
-            record.attach = Some(probes.attach_file(&file.path, &functions)?);
-            record.attached_ns = Some(clock_ns(libc::CLOCK_MONOTONIC));
-        }
-        let count = record.functions.len();
-        self.attached.push(record);
+        let attach = if functions.is_empty() {
+            None
+        } else {
+            match probes.attach_file(&file.path, &functions) {
+                Ok(kind) => Some(kind),
+                Err(e) => return Err(self.failed(file, missing, e)),
+            }
+        };
+        self.files.insert(file.clone());
+        let count = names.len();
+        self.attached.push(AttachedFile {
+            library: file.name.to_owned(),
+            path: file.path,
+            functions: names,
+            missing,
+            attach,
+            attached_ns: attach.map(|_| clock_ns(libc::CLOCK_MONOTONIC)),
+            error: None,
+        });
         Ok(count)
+    }
+
+    /// `file` could not be attached: it is remembered (not tried again) and listed with
+    /// the reason, which is returned.
+    fn failed(
+        &mut self,
+        file: LibraryFile,
+        missing: Vec<String>,
+        e: anyhow::Error,
+    ) -> anyhow::Error {
+        let e = e.context(format!("attaching {}", file.path.display()));
+        self.files.insert(file.clone());
+        self.attached.push(AttachedFile {
+            library: file.name.to_owned(),
+            path: file.path,
+            functions: Vec::new(),
+            missing,
+            attach: None,
+            attached_ns: None,
+            error: Some(format!("{e:#}")),
+        });
+        e
     }
 
     pub fn attached(&self) -> &[AttachedFile] {

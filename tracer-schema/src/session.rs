@@ -39,6 +39,9 @@ pub struct AttachedFile {
     /// before then were not seen (a library a process loaded after tracing began).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attached_ns: Option<u64>,
+    /// Why the file could not be attached (its calls were not traced); absent when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// How the uprobes of a library file are attached.
