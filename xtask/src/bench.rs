@@ -16,7 +16,7 @@
 //! belong to a library file, so other sessions tracing target/npu-sim (tests running
 //! meanwhile) would otherwise trap in the "untraced" runs too.
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashSet},
     ffi::OsString,
     fmt::Write as _,
     fs,
@@ -365,7 +365,8 @@ fn overhead(
             print_sample(round, config, &sample);
             if config == Config::NpuBpftrace && scripts.is_none() {
                 let session = sample.session.as_ref().context("no session.json")?;
-                scripts = Some(bpftrace_scripts(&paths.dir, session)?);
+                let loaded = linked_libraries(&paths.bench_calls, env)?;
+                scripts = Some(bpftrace_scripts(&paths.dir, session, &loaded)?);
             }
             samples.entry(config).or_default().push(sample);
         }
@@ -422,6 +423,9 @@ fn run_calls(
                 bail!("bpftrace -c cannot take paths with spaces: {line:?}");
             }
             let mut c = Command::new("bpftrace");
+            // Two probes per function; bpftrace refuses more than 512 unless told.
+            let probes = scripts.map_or(0, |s| s.2) * 2 + 16;
+            c.env("BPFTRACE_MAX_PROBES", probes.to_string());
             c.arg("-c").arg(line.join(" "));
             c.arg(if config == Config::Floor {
                 floor
@@ -515,13 +519,47 @@ fn print_sample(round: usize, config: Config, s: &Sample) {
     );
 }
 
+/// The shared libraries `program` loads (`ldd` with the bench's environment), by canonical
+/// path.
+fn linked_libraries(program: &Path, env: &[(&'static str, OsString)]) -> Result<HashSet<PathBuf>> {
+    let out = Command::new("ldd")
+        .arg(program)
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .output()
+        .context("running ldd")?;
+    if !out.status.success() {
+        bail!("ldd {} failed", program.display());
+    }
+    // "libfoo.so => /path/libfoo.so (0x...)"
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split_once("=> ")?
+                .1
+                .split_whitespace()
+                .next()
+                .map(PathBuf::from)
+        })
+        .filter_map(|p| fs::canonicalize(p).ok())
+        .collect())
+}
+
 /// The floor script (empty uprobe and uretprobe blocks) and bpftrace's equivalent of
-/// npu-bpftrace's work, on exactly the functions npu-bpftrace attached (session.json).
-fn bpftrace_scripts(dir: &Path, session: &Session) -> Result<(PathBuf, PathBuf, usize)> {
+/// npu-bpftrace's work, on the functions npu-bpftrace attached (session.json) in the
+/// libraries the benchmark program loads (`loaded`). A uprobe's cost per call does not
+/// depend on how many others are attached, and bpftrace attaches and releases one
+/// perf-event uprobe at a time: the operator libraries' thousands of functions, which the
+/// program never calls, would take it minutes.
+fn bpftrace_scripts(
+    dir: &Path,
+    session: &Session,
+    loaded: &HashSet<PathBuf>,
+) -> Result<(PathBuf, PathBuf, usize)> {
     let mut floor = String::from("BEGIN {}\n");
     let mut equivalent = String::from("BEGIN {}\n");
     let mut n = 0;
-    for file in &session.attached {
+    let used = |path: &Path| fs::canonicalize(path).is_ok_and(|p| loaded.contains(&p));
+    for file in session.attached.iter().filter(|f| used(&f.path)) {
         let path = file.path.display();
         for func in &file.functions {
             writeln!(

@@ -294,7 +294,10 @@ const DEV_BUF: u64 = 0x1_0000_0000;
 const HOST_BUF: u64 = 0x7f10_0000_0000;
 
 fn probe(name: &str) -> u16 {
-    catalog::ProbeTable::builtin()
+    // Built once: building the table per record would be measured as the agent's cost.
+    static TABLE: std::sync::LazyLock<std::sync::Arc<catalog::ProbeTable>> =
+        std::sync::LazyLock::new(catalog::ProbeTable::builtin);
+    TABLE
         .find(name)
         .unwrap_or_else(|| panic!("{name} is not in the catalog"))
 }
