@@ -365,7 +365,7 @@ fn overhead(
             print_sample(round, config, &sample);
             if config == Config::NpuBpftrace && scripts.is_none() {
                 let session = sample.session.as_ref().context("no session.json")?;
-                let loaded = linked_libraries(&paths.bench_calls, env)?;
+                let loaded = mapped_libraries(&paths.bench_calls, env, &paths.dir)?;
                 scripts = Some(bpftrace_scripts(&paths.dir, session, &loaded)?);
             }
             samples.entry(config).or_default().push(sample);
@@ -519,34 +519,37 @@ fn print_sample(round: usize, config: Config, s: &Sample) {
     );
 }
 
-/// The shared libraries `program` loads (`ldd` with the bench's environment), by canonical
-/// path.
-fn linked_libraries(program: &Path, env: &[(&'static str, OsString)]) -> Result<HashSet<PathBuf>> {
-    let out = Command::new("ldd")
-        .arg(program)
+/// The files `program` maps while it runs (its libraries, those it dlopens included), by
+/// canonical path: read from `/proc/PID/maps` during a short run.
+fn mapped_libraries(
+    program: &Path,
+    env: &[(&'static str, OsString)],
+    dir: &Path,
+) -> Result<HashSet<PathBuf>> {
+    let mut child = Command::new(program)
+        .args(["--seconds", "1", "--out"])
+        .arg(dir.join("maps-run.txt"))
+        .arg("mark")
         .envs(env.iter().map(|(k, v)| (*k, v)))
-        .output()
-        .context("running ldd")?;
-    if !out.status.success() {
-        bail!("ldd {} failed", program.display());
-    }
-    // "libfoo.so => /path/libfoo.so (0x...)"
-    Ok(String::from_utf8_lossy(&out.stdout)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("running {}", program.display()))?;
+    // Set up (libraries loaded, device opened) well within the first half second.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let maps = fs::read_to_string(format!("/proc/{}/maps", child.id()));
+    let _ = child.wait();
+    Ok(maps
+        .context("reading the benchmark program's memory maps")?
         .lines()
-        .filter_map(|l| {
-            l.split_once("=> ")?
-                .1
-                .split_whitespace()
-                .next()
-                .map(PathBuf::from)
-        })
+        .filter_map(|l| l.split_whitespace().nth(5).map(PathBuf::from))
         .filter_map(|p| fs::canonicalize(p).ok())
         .collect())
 }
 
 /// The floor script (empty uprobe and uretprobe blocks) and bpftrace's equivalent of
 /// npu-bpftrace's work, on the functions npu-bpftrace attached (session.json) in the
-/// libraries the benchmark program loads (`loaded`). A uprobe's cost per call does not
+/// libraries the benchmark program maps (`loaded`). A uprobe's cost per call does not
 /// depend on how many others are attached, and bpftrace attaches and releases one
 /// perf-event uprobe at a time: the operator libraries' thousands of functions, which the
 /// program never calls, would take it minutes.
