@@ -466,7 +466,9 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         Box::new(sink),
         edges_tx,
     )?;
-    // Recording is on (unless paused) from the first probe attached.
+    // Recording is on (unless paused) from the first probe attached: the session's start
+    // clock pair is taken here, not after the attaching and the holds' set-up.
+    let mut session = session::start(host, opts.mode.name().into(), targets);
     let started_ns = clock_ns(libc::CLOCK_MONOTONIC);
     let mut attacher = match attach_initial(&opts, &mut probes, table, initial) {
         Ok(attacher) => attacher,
@@ -478,7 +480,6 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
 
     // Before the command runs and before capabilities go (tracefs may need one).
     let (mut holds, hold_stats) = start_holds(&mut probes, &opts.catalog, &attacher);
-    let mut session = session::start(host, opts.mode.name().into(), targets);
     session.attached = attacher.attached().to_vec();
     session.chip = Some(pipeline.chip.clone());
     session.holds = hold_stats;
