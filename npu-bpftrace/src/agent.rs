@@ -466,9 +466,7 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
         Box::new(sink),
         edges_tx,
     )?;
-    // Recording is on (unless paused) from the first probe attached: the session's start
-    // clock pair is taken here, not after the attaching and the holds' set-up.
-    let mut session = session::start(host, opts.mode.name().into(), targets);
+    // Recording is on (unless paused) from the first probe attached.
     let started_ns = clock_ns(libc::CLOCK_MONOTONIC);
     let mut attacher = match attach_initial(&opts, &mut probes, table, initial) {
         Ok(attacher) => attacher,
@@ -477,6 +475,10 @@ async fn run(opts: TraceOptions) -> Result<TraceSummary> {
             return Err(e);
         }
     };
+    // The session's start clock pair: every initial probe is in place (calls after it were
+    // traced, which `attach` tests rely on). Taken before the holds' set-up, which takes
+    // tens of milliseconds while the traced processes run on.
+    let mut session = session::start(host, opts.mode.name().into(), targets);
 
     // Before the command runs and before capabilities go (tracefs may need one).
     let (mut holds, hold_stats) = start_holds(&mut probes, &opts.catalog, &attacher);
