@@ -124,6 +124,8 @@ fn eager_operators_match_truth() {
             assert_eq!(row["executor"], op["executor"], "{ctx}");
             assert_eq!(row["stream"], op["stream"], "{ctx}");
         } else {
+            // aclopCompileAndExecuteV2's twelfth argument, read from the stack.
+            assert_eq!(row["stream"], op["stream"], "{ctx}");
             aclop += 1;
         }
         let mut launched = by_op

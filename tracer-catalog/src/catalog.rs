@@ -8,12 +8,12 @@ use std::{
 };
 
 use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
-use tracer_common::ProbeRole;
+use tracer_common::{FAR_ARG_SLOT, ProbeRole};
 use tracer_schema::vocab::MemoryKind;
 
 use crate::file::{
-    self, CatalogFile, ColumnName, DeviceRoleName, DomainName, FileError, FunctionSpec, MsptiName,
-    OpNameFrom, PayloadName, RetName, RoleName, TaskName, TextName,
+    self, CatalogFile, ColumnName, DeviceRoleName, DomainName, FileError, FunctionSpec, MAX_ARGS,
+    MsptiName, OpNameFrom, PayloadName, RetName, RoleName, TaskName, TextName,
 };
 use crate::model::{
     Arg, Column, Domain, MsptiDomain, OpNaming, Out, Payload, ProbeDef, Ret, Role, TaskKind, Text,
@@ -354,11 +354,18 @@ fn entry(f: &FunctionSpec, origin: Origin) -> Result<Entry, CatalogError> {
     } else {
         Symbols::Exact(intern(&f.symbol))
     };
+    // An argument past the registers' is read into the last slot (the file check keeps
+    // that slot free for it).
+    let far_arg = f.args.iter().map(|a| a.at).find(|&at| at >= MAX_ARGS);
     let args: Vec<Arg> = f
         .args
         .iter()
         .map(|a| Arg {
-            index: a.at,
+            index: if a.at >= MAX_ARGS {
+                FAR_ARG_SLOT as u8
+            } else {
+                a.at
+            },
             name: intern(&a.name),
             column: column(a.column),
         })
@@ -435,6 +442,7 @@ fn entry(f: &FunctionSpec, origin: Origin) -> Result<Entry, CatalogError> {
             },
         }),
         raw_args: false,
+        far_arg,
     };
     Ok(Entry {
         def,

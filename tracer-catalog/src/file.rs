@@ -13,6 +13,9 @@ use toml::Spanned;
 pub(crate) const FORMAT: u32 = 1;
 /// Integer arguments the probes capture (`tracer_common::MAX_ARGS`, checked by a test).
 pub(crate) const MAX_ARGS: u8 = 8;
+/// Integer arguments an entry may name: one past [`MAX_ARGS`] is read from the stack
+/// (`tracer_common::SCAN_ARGS`, checked by a test).
+pub(crate) const MAX_FAR_ARG: u8 = 16;
 
 /// A parsed, checked catalog file.
 #[derive(Debug, Deserialize)]
@@ -329,13 +332,35 @@ fn check_function(f: &FunctionSpec) -> Result<(), String> {
         return Err("exclude only applies to a glob symbol".into());
     }
     let mut positions = Vec::new();
+    let far: Vec<u8> = f
+        .args
+        .iter()
+        .map(|a| a.at)
+        .filter(|&at| at >= MAX_ARGS)
+        .collect();
+    if let Some(&at) = far.iter().find(|&&at| at >= MAX_FAR_ARG) {
+        return Err(format!(
+            "argument at {at}: the probes read the first {MAX_FAR_ARG} integer arguments"
+        ));
+    }
+    if far.len() > 1 {
+        return Err(format!(
+            "arguments at {far:?}: one argument past the first {MAX_ARGS} per function"
+        ));
+    }
+    // The far argument takes the last slot's place.
+    let last = MAX_ARGS - 1;
+    if !far.is_empty()
+        && (f.args.iter().any(|a| a.at == last)
+            || f.text.is_some_and(|t| t.at == last)
+            || f.out.is_some_and(|o| o.at == last))
+    {
+        return Err(format!(
+            "argument at {}: an argument past the first {MAX_ARGS} needs argument {last} unused",
+            far[0]
+        ));
+    }
     for arg in &f.args {
-        if arg.at >= MAX_ARGS {
-            return Err(format!(
-                "argument {} at {}: the probes capture the first {MAX_ARGS} integer arguments",
-                arg.name, arg.at
-            ));
-        }
         if arg.name.trim().is_empty() {
             return Err(format!("argument at {} has no name", arg.at));
         }
@@ -466,6 +491,7 @@ mod tests {
     #[test]
     fn max_args_is_the_probes() {
         assert_eq!(MAX_ARGS as usize, tracer_common::MAX_ARGS);
+        assert_eq!(MAX_FAR_ARG as usize, tracer_common::SCAN_ARGS);
     }
 
     #[test]
@@ -483,11 +509,11 @@ mod tests {
 
         let err = parse_str(
             "[[function]]\nlibrary = \"libx.so\"\nsymbol = \"f\"\ndomain = \"acl\"\n\
-             args = [{ at = 9, name = \"a\", column = \"bytes\" }]\n",
+             args = [{ at = 19, name = \"a\", column = \"bytes\" }]\n",
         )
         .unwrap_err();
         assert_eq!(err.line, 3, "{err}");
-        assert!(err.message.contains("first 8 integer arguments"), "{err}");
+        assert!(err.message.contains("first 16 integer arguments"), "{err}");
 
         let err =
             parse_str("[[function]]\nlibrary = \"libx.so\"\nsymbol = \"f[\"\ndomain = \"acl\"\n")
@@ -531,5 +557,30 @@ mod tests {
         let err = parse_str(&format!("{one}{one}")).unwrap_err();
         assert_eq!(err.line, 7);
         assert!(err.message.contains("already listed on line 3"), "{err}");
+    }
+
+    #[test]
+    fn one_argument_past_the_registers_in_place_of_the_last() {
+        let entry = |args: &str| {
+            parse_str(&format!(
+                "[[function]]\nlibrary = \"libx.so\"\nsymbol = \"f\"\ndomain = \"op\"\n\
+                 args = [{args}]\n"
+            ))
+        };
+        assert!(entry("{ at = 11, name = \"stream\", column = \"stream\" }").is_ok());
+        let err = entry("{ at = 16, name = \"s\", column = \"stream\" }").unwrap_err();
+        assert!(err.message.contains("first 16"), "{err}");
+        let err = entry(
+            "{ at = 8, name = \"a\", column = \"count\" }, \
+             { at = 9, name = \"b\", column = \"stream\" }",
+        )
+        .unwrap_err();
+        assert!(err.message.contains("one argument past"), "{err}");
+        let err = entry(
+            "{ at = 7, name = \"a\", column = \"count\" }, \
+             { at = 9, name = \"b\", column = \"stream\" }",
+        )
+        .unwrap_err();
+        assert!(err.message.contains("argument 7 unused"), "{err}");
     }
 }

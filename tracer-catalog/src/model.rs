@@ -313,6 +313,9 @@ pub struct ProbeDef {
     pub op: Option<OpNaming>,
     /// Known only by name: the first six integer arguments are kept raw.
     pub raw_args: bool,
+    /// An argument past the registers' that the probe reads from the stack into
+    /// [`tracer_common::FAR_ARG_SLOT`] (its [`Arg::index`] is that slot).
+    pub far_arg: Option<u8>,
 }
 
 impl ProbeDef {
@@ -336,6 +339,7 @@ impl ProbeDef {
             device_role: ProbeRole::Api,
             op: None,
             raw_args: true,
+            far_arg: None,
         }
     }
 
@@ -360,7 +364,7 @@ impl ProbeDef {
                     .map_or(NO_ARG, |a| a.index),
                 _ => NO_ARG,
             },
-            _pad: 0,
+            far_arg: self.far_arg.unwrap_or(NO_ARG),
             role: self.device_role as u8,
             flags: if quiet { SPEC_QUIET } else { 0 } | self.role.spec_flags(),
         }

@@ -305,7 +305,10 @@ pub struct ProbeSpec {
     pub text_flags: u8,
     /// [`SPEC_RANGE_END`]: the argument holding the range id, else [`NO_ARG`].
     pub range_id_arg: u8,
-    pub _pad: u8,
+    /// An argument past the first [`MAX_ARGS`] (below [`SCAN_ARGS`]) read from the stack at
+    /// ENTER into slot [`FAR_ARG_SLOT`] in place of the argument there, or [`NO_ARG`]
+    /// (`aclopCompileAndExecuteV2`'s stream is its twelfth).
+    pub far_arg: u8,
     /// A [`ProbeRole`] as u8: what else the probe does besides ENTER/EXIT.
     pub role: u8,
     /// [`SPEC_QUIET`]: no ENTER/EXIT records (the role's work only); [`SPEC_OUT_SCAN`],
@@ -339,6 +342,9 @@ pub const SPEC_RANGE_START: u8 = 8;
 /// `ProbeSpec::flags`: an mstx range end; argument `range_id_arg` is the range id. The end
 /// of the range that opened a window closes it.
 pub const SPEC_RANGE_END: u8 = 16;
+/// The slot of [`ApiEnter::args`] that holds [`ProbeSpec::far_arg`] when one is set.
+pub const FAR_ARG_SLOT: usize = MAX_ARGS - 1;
+
 /// Integer arguments an [`OutScan`] reads through: operators have up to a dozen parameters
 /// before their two out-parameters, so more than [`MAX_ARGS`].
 pub const SCAN_ARGS: usize = 16;
@@ -376,7 +382,7 @@ impl ProbeSpec {
         out_size: 0,
         text_flags: 0,
         range_id_arg: NO_ARG,
-        _pad: 0,
+        far_arg: NO_ARG,
         role: ProbeRole::Api as u8,
         flags: 0,
     };

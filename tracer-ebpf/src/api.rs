@@ -10,11 +10,11 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use tracer_common::{
-    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FRAME_CLOSES_WINDOW, FRAME_COPY_CHANNEL,
-    FRAME_OPENS_WINDOW, FRAME_UNRECORDED, Frame, MAX_ARGS, MAX_DEPTH, OutScan, ProbeRole,
-    ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SCAN_ARGS, SPEC_ALWAYS, SPEC_OUT_SCAN,
-    SPEC_QUIET, SPEC_RANGE_END, SPEC_RANGE_START, TEXT_FUNC_HANDLE, TEXT_LEN, TEXT_RAW,
-    ThreadState,
+    ApiEnter, ApiExit, DropKind, EXIT_OUT_VALID, FAR_ARG_SLOT, FRAME_CLOSES_WINDOW,
+    FRAME_COPY_CHANNEL, FRAME_OPENS_WINDOW, FRAME_UNRECORDED, Frame, MAX_ARGS, MAX_DEPTH, NO_ARG,
+    OutScan, ProbeRole, ProbeSpec, RAW_TEXT_LEN, RecordHeader, RecordKind, SCAN_ARGS, SPEC_ALWAYS,
+    SPEC_OUT_SCAN, SPEC_QUIET, SPEC_RANGE_END, SPEC_RANGE_START, TEXT_FUNC_HANDLE, TEXT_LEN,
+    TEXT_RAW, ThreadState,
 };
 
 use crate::maps::{
@@ -71,7 +71,10 @@ fn on_enter(ctx: &ProbeContext) {
     if !traced && !passive {
         return;
     }
-    let args = read_args(ctx);
+    let mut args = read_args(ctx);
+    if spec.far_arg != NO_ARG {
+        args[FAR_ARG_SLOT] = read_far_arg(ctx, spec.far_arg);
+    }
     if spec.role == ProbeRole::SqSend as u8 {
         tasks::on_sq_send(&args, tgid, tid, ts_ns);
     } else if spec.role == ProbeRole::StreamFill as u8 {
@@ -196,6 +199,24 @@ fn read_args(ctx: &ProbeContext) -> [u64; MAX_ARGS] {
         a6,
         a7,
     ]
+}
+
+/// Argument `index` (at least [`MAX_ARGS`], below [`SCAN_ARGS`]) from the stack, where the
+/// ABI passes it; 0 (and a counted failure) when it cannot be read.
+#[inline(always)]
+fn read_far_arg(ctx: &ProbeContext, index: u8) -> u64 {
+    let Some(words) = (index as usize)
+        .checked_sub(MAX_ARGS)
+        .filter(|&w| w < SCAN_ARGS - MAX_ARGS)
+    else {
+        return 0;
+    };
+    let at = stack_after_args(ctx) + 8 * words as u64;
+    // SAFETY: bpf_probe_read_user faults safely on bad user pointers.
+    unsafe { bpf_probe_read_user(at as *const u64) }.unwrap_or_else(|_| {
+        count_drop(DropKind::StackArgsRead);
+        0
+    })
 }
 
 /// Arguments 7 and 8. On x86-64 they are on the stack: at function entry `rsp` points at
