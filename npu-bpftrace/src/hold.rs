@@ -251,6 +251,14 @@ impl Holds {
 
     /// Stops holding, continues every process still held and says what was done.
     pub fn finish(mut self) -> HoldStats {
+        // Holds whose events came after the last read (a session stopping right after it
+        // was continued): released, and counted (timed out, when the watchdog ended them),
+        // without attaching anything.
+        for event in drain(self.ring.get_mut()) {
+            self.stats.holds += 1;
+            self.processes.insert(event.tgid);
+            self.release(&event);
+        }
         self.stop();
         if let Ok(values) = self.counters.get(&HOLD_STAT_MISSED, 0) {
             self.stats.missed = values.iter().sum();
