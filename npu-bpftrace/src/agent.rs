@@ -151,6 +151,9 @@ const BATCH_RECORDS: usize = 2048;
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How often rows become durable Parquet files.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the correlator forgets the state of processes that are gone (a process is
+/// forgotten at the second sweep that finds it gone, so 5 to 10 s after it exited).
+const EXITED_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// How often the traced processes' memory maps are read for libraries they loaded since
 /// (torch_npu dlopens the operator libraries when it is imported, and GE's at the first
 /// aclop call): calls in between are not seen.
@@ -1397,6 +1400,7 @@ async fn consume(
     let mut processes = ProcessCounter::default();
     let mut printer = Printer::new(print);
     let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+    let mut sweep = tokio::time::interval(EXITED_SWEEP_INTERVAL);
     let mut end = FinalState::default();
     let mut settle: Option<(u64, oneshot::Sender<()>)> = None;
     loop {
@@ -1436,6 +1440,7 @@ async fn consume(
                 sink.flush()?;
                 release_freed_memory();
             }
+            _ = sweep.tick() => correlator.forget_exited(|pid| !process_alive(pid)),
         }
     }
     correlator.finish(&mut printer, &end);

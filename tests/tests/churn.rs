@@ -14,7 +14,7 @@ use tests::{read_table, read_truth, scratch_dir, sim_command, tracer_command};
 const PROCESSES: usize = 1000;
 /// Processes run first, to bring the agent to its working set (Parquet writers, interned
 /// names, channel buffers): its idle footprint after work, which churn must not grow.
-const WARM_UP: usize = 200;
+const WARM_UP: usize = 500;
 
 /// The agent's resident memory, in bytes.
 fn rss_bytes(pid: u32) -> u64 {

@@ -2,7 +2,7 @@
 //! submitted them) become `kernel`, `memcpy`, `memset` and `hccl` rows with device times
 //! converted to the host clock; allocation calls become `memory` rows; device errors, lost
 //! completions, drops and clock doubts become `critical_event` rows.
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use tracer_common::{
     DropKind, RecordHeader, RecordKind, TASK_FILLED, TASK_UNRECORDED, TaskComplete, TaskInfo,
@@ -963,6 +963,21 @@ impl Activity {
     /// Tasks whose completion entry will never be seen (their process exited, or tracing
     /// stopped). Channel-timed tasks are not waiting for one: they are missing only if
     /// their end record never comes (see [`Activity::finish`]).
+    /// Processes with communicators or allocations known.
+    pub(crate) fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.comms
+            .keys()
+            .map(|k| k.0)
+            .chain(self.allocations.keys().map(|k| k.0))
+    }
+
+    /// Forgets the communicators and allocations of the processes `pids` (gone).
+    pub(crate) fn forget_processes(&mut self, pids: &HashSet<u32>) {
+        self.comms.retain(|k, _| !pids.contains(&k.0));
+        self.comms_per_pid.retain(|p, _| !pids.contains(p));
+        self.allocations.retain(|k, _| !pids.contains(&k.0));
+    }
+
     pub fn tasks_lost(&mut self, lost: &[(TaskKey, TaskInfo)], now_ns: u64) {
         for (key, info) in lost.iter().filter(|(_, info)| !unrecorded(info)) {
             let channel_timed = self

@@ -3,7 +3,10 @@
 //! Correlation ids come from the kernel; this stage only pairs records by id, interprets
 //! arguments through the catalog, and remembers what registration calls taught it
 //! (kernel names by function handle or stub, mstx domain names, open ranges).
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use tracer_common::{
     ApiEnter, ApiExit, EXIT_OUT_VALID, MAX_DEPTH, OutScan, RecordHeader, SCAN_ARGS, TaskInfo,
@@ -126,6 +129,8 @@ pub struct Correlator {
     /// ENTER: the run consumes (and may free) its executor, whose address a call that
     /// returns before this one can already hold again.
     running_ops: HashMap<u64, OpPhase>,
+    /// Processes found gone at the last [`Correlator::forget_exited`] sweep.
+    gone_before: HashSet<u32>,
     symbolizer: Box<dyn Symbolize + Send>,
     activity: Activity,
     output: Output,
@@ -159,6 +164,7 @@ impl Correlator {
             scans: HashMap::new(),
             operators: Operators::default(),
             running_ops: HashMap::new(),
+            gone_before: HashSet::new(),
             symbolizer,
             activity: Activity::new(chip),
             output: Output::default(),
@@ -217,6 +223,32 @@ impl Correlator {
     /// Tasks of processes that exited before completing them.
     pub fn tasks_lost(&mut self, lost: &[(TaskKey, TaskInfo)], now_ns: u64) {
         self.activity.tasks_lost(lost, now_ns);
+    }
+
+    /// Forgets what was kept to name the later calls of processes that are gone (`gone`
+    /// says whether one is): their kernel names, device binaries, mstx domains, operator
+    /// first phases, communicators and allocations. Only processes found gone at two
+    /// sweeps in a row are forgotten, so records of theirs still in flight are named. A
+    /// system-wide session sees processes come and go for days.
+    pub fn forget_exited(&mut self, gone: impl Fn(u32) -> bool) {
+        let mut pids: HashSet<u32> = HashSet::new();
+        pids.extend(self.kernels.keys().map(|k| k.0));
+        pids.extend(self.binaries.keys().map(|k| k.0));
+        pids.extend(self.keyed_kernels.keys().map(|k| k.0));
+        pids.extend(self.mstx_domains.keys().map(|k| k.0));
+        pids.extend(self.operators.pids());
+        pids.extend(self.activity.pids());
+        let gone_now: HashSet<u32> = pids.into_iter().filter(|&p| gone(p)).collect();
+        let forget: HashSet<u32> = gone_now.intersection(&self.gone_before).copied().collect();
+        if !forget.is_empty() {
+            self.kernels.retain(|k, _| !forget.contains(&k.0));
+            self.binaries.retain(|k, _| !forget.contains(&k.0));
+            self.keyed_kernels.retain(|k, _| !forget.contains(&k.0));
+            self.mstx_domains.retain(|k, _| !forget.contains(&k.0));
+            self.operators.forget_processes(&forget);
+            self.activity.forget_processes(&forget);
+        }
+        self.gone_before = &gone_now - &forget;
     }
 
     pub fn stats(&self) -> CorrelateStats {
@@ -738,5 +770,26 @@ mod tests {
             .unwrap();
         assert!(open.incomplete && open.end_ns.is_none());
         assert_eq!(c.stats().incomplete_calls, 1);
+    }
+
+    #[test]
+    fn what_names_the_calls_of_a_gone_process_is_forgotten_at_the_second_sweep() {
+        let mut c = Correlator::default();
+        c.kernels.insert((7, 0x10), "gone_kernel".into());
+        c.kernels.insert((8, 0x10), "live_kernel".into());
+        c.mstx_domains.insert((7, 0x20), "domain".into());
+        let gone = |pid: u32| pid == 7;
+        c.forget_exited(gone);
+        assert!(
+            c.kernels.contains_key(&(7, 0x10)),
+            "kept at the first sweep: records may be in flight"
+        );
+        c.forget_exited(gone);
+        assert!(!c.kernels.contains_key(&(7, 0x10)) && c.mstx_domains.is_empty());
+        assert!(
+            c.kernels.contains_key(&(8, 0x10)),
+            "a live process keeps its names"
+        );
+        assert!(c.gone_before.is_empty());
     }
 }

@@ -117,6 +117,23 @@ impl Operators {
         }
     }
 
+    /// Processes with first phases or repeatable executors waiting.
+    pub(crate) fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.phases
+            .values()
+            .map(|p| p.1)
+            .chain(self.repeatable.iter().map(|k| k.0))
+    }
+
+    /// Forgets every first phase and executor of the processes `pids`.
+    pub(crate) fn forget_processes(&mut self, pids: &HashSet<u32>) {
+        self.by_value.retain(|k, _| !pids.contains(&k.0));
+        self.phases.retain(|_, p| !pids.contains(&p.1));
+        let phases = &self.phases;
+        self.order.retain(|id| phases.contains_key(id));
+        self.repeatable.retain(|k| !pids.contains(&k.0));
+    }
+
     fn forget(&mut self, id: u64) {
         let Some((_, pid, values)) = self.phases.remove(&id) else {
             return;
@@ -215,5 +232,17 @@ mod tests {
         );
         assert_eq!(ops.ran(7, 0x1000, 0).map(|p| p.correlation_id), Some(1));
         assert!(ops.phases.is_empty() && ops.by_value.is_empty());
+    }
+
+    #[test]
+    fn a_gone_process_leaves_nothing_behind() {
+        let mut ops = Operators::default();
+        ops.prepared(7, phase(1), &[kept(0), out(0x1000)]);
+        ops.set_repeatable(7, 0x2000);
+        ops.prepared(8, phase(2), &[kept(0), out(0x1000)]);
+        ops.forget_processes(&HashSet::from([7]));
+        assert_eq!(ops.pids().collect::<Vec<_>>(), [8]);
+        assert_eq!(ops.order.len(), 1);
+        assert_eq!(ops.ran(8, 0x1000, 0).map(|p| p.correlation_id), Some(2));
     }
 }
