@@ -147,7 +147,8 @@ fn close_range(first: RawFd, last: RawFd) {
 pub(super) fn release(held_fd: RawFd, min_age_ns: u64) -> usize {
     let mut keys = [0u32; MAX_HELD as usize];
     let count = held_keys(held_fd, &mut keys);
-    let now = monotonic_ns();
+    // Allocation-free: safe in this forked child.
+    let now = crate::session::clock_ns(libc::CLOCK_MONOTONIC);
     let mut ended = 0;
     for &tid in &keys[..count] {
         let Some(held) = lookup(held_fd, tid) else {
@@ -236,16 +237,6 @@ fn write_decimal(mut n: u32, out: &mut [u8]) -> usize {
         out[i] = digits[len - 1 - i];
     }
     len
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// `union bpf_attr` for the map element commands.
