@@ -210,4 +210,5 @@ pub fn group<K: Ord, T>(
 
 pub mod attach;
 pub mod device;
+pub mod fuzz;
 pub mod truth;

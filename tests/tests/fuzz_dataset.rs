@@ -9,25 +9,9 @@ use std::{
 };
 
 use npu_bpftrace::report::{self, Filter, Format};
-use tests::{record, scratch_dir, sim_bin};
+use tests::{fuzz::Rng, record, scratch_dir, sim_bin};
 
 const RUNS: u64 = 200;
-
-/// xorshift64*: small and deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// Every file under `dir`.
 fn files(dir: &Path) -> Vec<PathBuf> {
@@ -52,7 +36,7 @@ fn damage(rng: &mut Rng, bytes: &mut Vec<u8>) {
             0 => len - 1 - rng.below(len.min(512)),
             _ => rng.below(len),
         };
-        bytes[at] = rng.next() as u8;
+        bytes[at] = rng.word() as u8;
     }
     if rng.below(6) == 0 {
         bytes.truncate(rng.below(len));
@@ -76,7 +60,7 @@ fn damaged_datasets_give_errors_not_panics() {
     let work = scratch_dir("fuzz-dataset-copy");
     let (mut reported, mut refused) = (0, 0);
     for seed in 1..=RUNS {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = Rng::for_seed(seed);
         let dir = work.join("dataset");
         let _ = fs::remove_dir_all(&dir);
         for file in &originals {
